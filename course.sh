@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One entry point for the course.
+#   ./course.sh lab          set up .venv (first run only) and open the course in JupyterLab
+#   ./course.sh test         set up .venv (+ test tools) and run the whole test suite
+#   ./course.sh wheelhouse [DIR] [--kernel-only]   wheels for an offline GPU node (Python 3.12, Linux x86-64)
+#   ./course.sh install-offline DIR                install the course from such a wheelhouse, no network
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+
+link_repo() {  # make `import tcourse` / `python -m grader` work anywhere for this interpreter
+  "$1" - "$PWD" <<'PY'
+import sys, sysconfig, pathlib
+pathlib.Path(sysconfig.get_paths()["purelib"], "triton-course.pth").write_text(sys.argv[1] + "\n")
+PY
+}
+
+setup() {  # $1: extra requirement files
+  local stamp="$VENV/.tcourse-stamp" want
+  want=$(cat requirements.txt requirements-lock.txt "$@" | sha256sum | cut -c1-16)
+  if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then return; fi
+  "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { echo "Python >= 3.10 needed (found $("$PY" -V))"; exit 1; }
+  [[ -x $VENV/bin/python ]] || "$PY" -m venv "$VENV"
+  local reqs=(-r requirements.txt) f
+  for f in "$@"; do reqs+=(-r "$f"); done
+  # requirements.txt holds the tested ranges; requirements-lock.txt pins the versions CI ran.
+  # triton is not pinned there: torch's Linux CUDA wheels pin their own triton (inside our range).
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${reqs[@]}" -c requirements-lock.txt
+  link_repo "$VENV/bin/python"
+  echo "$want" > "$stamp"
+}
+
+case "${1:-}" in
+  lab)
+    setup
+    exec "$VENV/bin/jupyter" lab notebooks/00_roadmap_and_setup.ipynb "${@:2}" ;;
+  test)
+    setup requirements-dev.txt
+    exec "$VENV/bin/python" -m pytest -n 2 "${@:2}" ;;
+  wheelhouse)
+    exec bash scripts/wheelhouse.sh "${@:2}" ;;
+  install-offline)
+    [[ -n ${2:-} ]] || { echo "usage: ./course.sh install-offline WHEELHOUSE_DIR"; exit 2; }
+    "$PY" -m pip install --no-index --find-links "$2" -r "$2/requirements.txt"
+    link_repo "$PY" ;;
+  *)
+    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac

@@ -1,0 +1,195 @@
+"""One notebook, two machines: decide GPU or CPU interpreter *before* Triton is imported.
+
+Every notebook starts with::
+
+    import tcourse
+    rt = tcourse.setup()      # prints the environment table, turns the interpreter on when there is no GPU
+    import triton, triton.language as tl
+
+``TCOURSE_DEVICE=cpu|cuda|auto`` (default ``auto``) overrides the detection.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+
+from . import versions
+
+class SetupError(RuntimeError):
+    """The environment cannot give the mode that was asked for."""
+
+
+@dataclass
+class GPUInfo:
+    name: str
+    capability: tuple[int, int]
+    sm_count: int
+    memory_gib: float
+    driver: str = ""
+
+
+@dataclass
+class Runtime:
+    """What the notebook runs on. ``rt.gpu`` is the one switch a cell needs."""
+
+    mode: str  # "gpu" or "cpu"
+    gpu_info: GPUInfo | None
+    versions: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def gpu(self) -> bool:
+        return self.mode == "gpu"
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.gpu else "cpu"
+
+    def pick(self, cpu, gpu):
+        """Problem size for this machine: small and odd under the interpreter, realistic on a GPU."""
+        return gpu if self.gpu else cpu
+
+    def label(self) -> str:
+        if self.gpu_info:
+            g = self.gpu_info
+            where = f"{g.name} (sm_{g.capability[0]}{g.capability[1]})"
+        else:
+            where = "CPU interpreter (TRITON_INTERPRET=1)"
+        v = self.versions
+        return (f"{where} · {_dt.date.today().isoformat()} · torch {v.get('torch')} · "
+                f"triton {v.get('triton')} · python {v.get('python')}")
+
+    def table(self) -> str:
+        rows = [
+            ("Python", self.versions.get("python", "?")),
+            ("torch", self.versions.get("torch", "?")),
+            ("triton", self.versions.get("triton", "?")),
+            ("numpy", self.versions.get("numpy", "?")),
+        ]
+        if self.gpu_info:
+            g = self.gpu_info
+            rows += [
+                ("mode", "GPU (compiled kernels)"),
+                ("GPU", g.name),
+                ("compute capability", f"{g.capability[0]}.{g.capability[1]}"),
+                ("SM count", str(g.sm_count)),
+                ("memory", f"{g.memory_gib:.1f} GiB"),
+            ]
+            if g.driver:
+                rows.append(("driver", g.driver))
+        else:
+            rows += [("mode", "CPU interpreter (TRITON_INTERPRET=1)"), ("GPU", "none")]
+        rows.append(("date", _dt.date.today().isoformat()))
+        width = max(len(k) for k, _ in rows)
+        lines = [f"{k:<{width}}  {v}" for k, v in rows]
+        lines += [f"WARNING: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    # -- GPU-only cells -------------------------------------------------------------
+    def live_or_recorded(self, name: str, live, *, what: str = "这个单元"):
+        """Run ``live()`` on a GPU (and save it when recording); on CPU return the H200 recording.
+
+        On CPU nothing is timed: the recorded data is returned, with its device/date/versions
+        printed, or ``None`` with a message when no recording exists yet.
+        """
+        from . import recorded
+
+        if self.gpu:
+            data = live()
+            recorded.save_if_recording(name, data, self)
+            return data
+        print(f"[CPU] {what}需要 GPU（计时/bf16/autotune 在解释器下没有意义），下面显示记录的 GPU 结果。")
+        try:
+            rec = recorded.load(name)
+        except recorded.NoRecording as e:
+            print(f"[CPU] {e}")
+            return None
+        print(f"[记录] {rec.label()}")
+        return rec.data
+
+
+def _gpu_available(force: str) -> bool:
+    if force == "cpu":
+        return False
+    import torch
+
+    ok = torch.cuda.is_available()
+    if force == "cuda" and not ok:
+        raise SetupError("TCOURSE_DEVICE=cuda, but torch.cuda.is_available() is False on this machine")
+    return ok
+
+
+def _gpu_info() -> GPUInfo:
+    import torch
+
+    p = torch.cuda.get_device_properties(0)
+    driver = ""
+    try:
+        import subprocess
+
+        driver = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout.strip().splitlines()[0]
+    except Exception:  # nvidia-smi is optional; the table just leaves the row out
+        driver = ""
+    return GPUInfo(p.name, (p.major, p.minor), p.multi_processor_count, p.total_memory / 2**30, driver)
+
+
+def known_bad(mode: str, v: dict[str, str], interpreter_after_import: bool) -> list[str]:
+    """Version and ordering combinations known to give wrong results or errors."""
+    out = []
+    if interpreter_after_import:
+        out.append(
+            "triton was imported before tcourse.setup(): TRITON_INTERPRET must be set before "
+            "`import triton`, or kernels compile for a GPU that is not there. Restart the kernel "
+            "and run the first cell first."
+        )
+    if mode == "cpu":
+        out.append("bf16 under the interpreter is silently wrong (tl.dot and elementwise): bf16 cells are GPU-only here.")
+        tri, npv = versions.parse(v.get("triton", "0")), versions.parse(v.get("numpy", "0"))
+        if tri < versions.parse("3.7") and npv >= versions.parse("2.4"):
+            out.append(
+                f"triton {v['triton']} interpreter with numpy {v['numpy']} (>= 2.4) breaks loops with tensor "
+                "bounds (`for k in range(0, tl.cdiv(K, BLOCK_K))` -> TypeError). Use numpy<2.4 or triton>=3.9."
+            )
+    return out
+
+
+_RUNTIME: Runtime | None = None
+
+
+def setup(quiet: bool = False) -> Runtime:
+    """Pick the mode, set TRITON_INTERPRET before Triton loads, print the environment table."""
+    global _RUNTIME
+    force = os.environ.get("TCOURSE_DEVICE", "auto").lower()
+    if force not in ("auto", "cpu", "cuda"):
+        raise SetupError(f"TCOURSE_DEVICE must be auto, cpu or cuda, not {force!r}")
+    if os.environ.get("TRITON_INTERPRET") == "1" and force == "auto":
+        force = "cpu"
+    # Checked before torch loads: "the learner imported triton before the interpreter was switched on".
+    triton_preimported = "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1"
+    gpu = _gpu_available(force)
+    interpreter_after_import = triton_preimported and not gpu
+    if not gpu:
+        os.environ["TRITON_INTERPRET"] = "1"
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # triton 3.9 warns when unset
+    import triton  # noqa: F401  (after the switch, on purpose)
+
+    mode = "gpu" if gpu else "cpu"
+    v = versions.installed()
+    v["python"] = platform.python_version()
+    warns = known_bad(mode, v, interpreter_after_import) + versions.out_of_range(v)
+    rt = Runtime(mode, _gpu_info() if gpu else None, v, warns)
+    _RUNTIME = rt
+    if not quiet:
+        print(rt.table())
+    return rt
+
+
+def current() -> Runtime:
+    """The runtime chosen by ``setup()`` (calls it quietly if a module needs it first)."""
+    return _RUNTIME if _RUNTIME is not None else setup(quiet=True)

@@ -1,0 +1,194 @@
+"""Unit tests of the helper package: mode detection, sizes, versions, bench refusal, recordings, sm_90 compile."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_py(code: str, **env) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter from a file (Triton's @jit needs real source lines)."""
+    e = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TCOURSE_DEVICE", "TCOURSE_RECORD")}
+    e.update(env)
+    e["PYTHONPATH"] = str(ROOT)
+    with tempfile.TemporaryDirectory() as d:
+        script = Path(d) / "snippet.py"
+        script.write_text(textwrap.dedent(code))
+        return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=e, timeout=120)
+
+
+def test_setup_switches_interpreter_on_before_triton_loads():
+    r = run_py("""
+        import os, sys, tcourse
+        assert "triton" not in sys.modules and "torch" not in sys.modules, "importing tcourse must load neither"
+        rt = tcourse.setup()
+        import triton
+        from triton.runtime.interpreter import InterpretedFunction
+        @triton.jit
+        def k(x): pass
+        print("MODE", rt.mode, rt.device, os.environ["TRITON_INTERPRET"], isinstance(k, InterpretedFunction))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "MODE cpu cpu 1 True" in r.stdout
+    assert "CPU interpreter (TRITON_INTERPRET=1)" in r.stdout  # the environment table
+    assert "bf16 under the interpreter is silently wrong" in r.stdout
+
+
+def test_setup_warns_when_triton_was_imported_first():
+    r = run_py("import triton, tcourse; tcourse.setup()")
+    assert r.returncode == 0, r.stderr
+    assert "triton was imported before tcourse.setup()" in r.stdout
+
+
+def test_forcing_cuda_without_a_gpu_is_a_clear_error():
+    r = run_py("import tcourse; tcourse.setup()", TCOURSE_DEVICE="cuda")
+    assert r.returncode != 0
+    assert "TCOURSE_DEVICE=cuda, but torch.cuda.is_available() is False" in r.stderr
+
+
+def test_bad_device_value_is_rejected():
+    r = run_py("import tcourse; tcourse.setup()", TCOURSE_DEVICE="tpu")
+    assert "TCOURSE_DEVICE must be auto, cpu or cuda" in r.stderr
+
+
+def test_pick_sizes_by_mode():
+    from tcourse.runtime import Runtime
+
+    assert Runtime("cpu", None, {}).pick(cpu=1000, gpu=2**24) == 1000
+    assert Runtime("gpu", None, {}).pick(cpu=1000, gpu=2**24) == 2**24
+
+
+def test_known_bad_triton36_with_numpy24_under_interpreter_only():
+    from tcourse.runtime import known_bad
+
+    cpu = known_bad("cpu", {"triton": "3.6.0", "numpy": "2.4.6"}, False)
+    assert any("breaks loops with tensor bounds" in w for w in cpu)
+    assert not any("tensor bounds" in w for w in known_bad("cpu", {"triton": "3.9.0", "numpy": "2.4.6"}, False))
+    assert not any("tensor bounds" in w for w in known_bad("cpu", {"triton": "3.6.0", "numpy": "2.3.5"}, False))
+    assert known_bad("gpu", {"triton": "3.6.0", "numpy": "2.5.2"}, False) == []
+
+
+def test_out_of_range_versions_are_reported(tmp_path):
+    from tcourse import versions
+
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch>=2.11,<2.16  # comment\ntriton>=3.6,<3.10\n")
+    assert versions.out_of_range({"torch": "2.13.0+cpu", "triton": "3.9.0"}, req) == []
+    msgs = versions.out_of_range({"torch": "2.10.0", "triton": "3.10.1"}, req)
+    assert len(msgs) == 2 and "torch 2.10.0 is outside the tested range" in msgs[0]
+
+
+def test_installed_versions_are_inside_requirements():
+    """The environment the tests run in is the one CI promises."""
+    from tcourse import versions
+
+    assert versions.out_of_range(versions.installed()) == []
+
+
+def test_bench_refuses_to_time_on_cpu():
+    from tcourse import bench
+
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        with pytest.raises(bench.NeedsGPU, match="interpreter"):
+            bench.compare(lambda: None, lambda: None, nbytes=1)
+        with pytest.raises(bench.NeedsGPU):
+            bench.time_fn(lambda: None)
+    finally:
+        del os.environ["TRITON_INTERPRET"]
+    with pytest.raises(bench.NeedsGPU, match="no CUDA GPU"):
+        bench.hbm_ceiling_gbs()
+
+
+def test_timing_statistics_and_comparison_units():
+    from tcourse.bench import Comparison, Timing
+
+    t = Timing.from_samples([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert t.median_ms == 3.0 and t.p20_ms < t.median_ms < t.p80_ms and t.n == 5
+    c = Comparison(Timing(0.5, 0.4, 0.6, 10), Timing(1.0, 0.9, 1.1, 10), nbytes=10**9, ceiling=4000.0)
+    assert c.speedup == 2.0 and c.unit == "GB/s"
+    assert c.rate(c.ours) == pytest.approx(2000.0)
+    assert c.as_dict()["ours_of_ceiling"] == pytest.approx(0.5)
+    assert "speedup vs torch: 2.00x" in str(c)
+
+
+def test_recordings_round_trip_and_refuse_cpu(tmp_path, monkeypatch, capsys):
+    from tcourse import recorded
+    from tcourse.runtime import GPUInfo, Runtime
+
+    monkeypatch.setattr(recorded, "RESULTS", tmp_path)
+    cpu = Runtime("cpu", None, {"torch": "2.13.0"})
+    with pytest.raises(ValueError, match="only GPU runs"):
+        recorded.save("x", {"a": 1}, cpu)
+    assert cpu.live_or_recorded("x", lambda: 1 / 0) is None  # no recording yet: a note, not a crash
+    assert "还没有 x 的 GPU 记录" in capsys.readouterr().out
+
+    gpu = Runtime("gpu", GPUInfo("NVIDIA H200", (9, 0), 132, 139.8, "580.1"), {"torch": "2.11.0", "triton": "3.6.0"})
+    monkeypatch.setenv("TCOURSE_RECORD", "1")
+    assert gpu.live_or_recorded("x", lambda: {"gbs": [1, 2]}) == {"gbs": [1, 2]}
+    doc = json.loads((tmp_path / "h200" / "x.json").read_text())
+    assert doc["meta"]["device"] == "NVIDIA H200" and doc["meta"]["triton"] == "3.6.0"
+    assert cpu.live_or_recorded("x", lambda: 1 / 0) == {"gbs": [1, 2]}
+    assert "NVIDIA H200" in capsys.readouterr().out  # the label is printed with the data
+
+
+def test_compile_for_sm90_on_a_cpu_machine():
+    r = run_py("""
+        import tcourse; tcourse.setup(quiet=True)
+        import torch, triton, triton.language as tl
+        from tcourse.compile_info import compile_for_sm90
+        @triton.jit
+        def add(x, y, z, n, BLOCK: tl.constexpr):
+            o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            m = o < n
+            tl.store(z + o, tl.load(x + o, mask=m) + tl.load(y + o, mask=m), mask=m)
+        x = torch.empty(1024)
+        rep = compile_for_sm90(add, x, x, x, 1000, BLOCK=1024, num_warps=4)
+        print(rep.stages(), rep.registers, rep.spills, rep.shared_bytes, rep.fits_sm90)
+        aligned = compile_for_sm90(add, x, x, x, 1024, BLOCK=1024, num_warps=4)
+        print("ld.global.v4" in rep.asm["ptx"], "ld.global.v4" in aligned.asm["ptx"], "LDG.E.128" in aligned.sass())
+    """)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[-2].startswith("['ttir', 'ttgir', 'llir', 'ptx', 'cubin']")
+    regs = int(lines[-2].split()[-4])
+    assert 8 <= regs <= 255 and lines[-2].endswith("0 0 True")
+    # n % 16 != 0: the mask may cut a vector, so loads stay scalar; n % 16 == 0 is specialised like
+    # a real launch does, and the loads become 16 bytes wide.
+    assert lines[-1] == "False True True"
+
+
+def test_compile_for_sm90_rejects_wrong_arity():
+    from tcourse.compile_info import compile_for_sm90
+
+    def k(x, n, BLOCK):  # plain function: the arity check happens before compiling
+        pass
+
+    with pytest.raises(TypeError, match="takes runtime args"):
+        compile_for_sm90(k, "*fp32", BLOCK=16)
+
+
+def test_nbtools_normalizes_ids_and_metadata(tmp_path):
+    import nbformat
+
+    from tcourse import nbtools
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["widgets"] = {"state": {}}
+    nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_markdown_cell("# t")]
+    nb.cells[0].metadata["collapsed"] = True
+    nb.cells[0].id = "bad id with spaces"
+    p = tmp_path / "demo.ipynb"
+    p.write_text(nbformat.writes(nb))
+    assert nbtools.main(["check", str(p)]) == 1
+    assert nbtools.main(["normalize", str(p)]) == 0
+    assert nbtools.main(["check", str(p)]) == 0
+    out = nbformat.read(p, as_version=4)
+    assert [c.id for c in out.cells] == ["demo-00", nb.cells[1].id]
+    assert "widgets" not in out.metadata and out.cells[0].metadata == {}
