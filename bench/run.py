@@ -1,0 +1,215 @@
+"""Run every reference-kernel benchmark on a GPU; write results/h200/bench_suite.json and plots.
+
+    python -m bench                     # all families, results under results/h200/
+    python -m bench --only matmul,axpy  # some families
+    python -m bench --variants          # also the alternatives behind the public functions
+    python -m bench --out DIR           # somewhere else
+
+Each case: fresh random inputs, our kernel checked against a float64 (or fp32) torch reference
+(relative Frobenius error; output memory poisoned with NaN first), then ours and each torch baseline
+timed interleaved in one process with ``tcourse.bench.compare`` (do_bench medians, p20/p80).
+Refuses to run under the interpreter or without a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+DEFAULT_FAMILIES = ["axpy", "softmax", "matmul", "attention", "other"]
+
+
+def _poison_allocator(nbytes: int) -> None:
+    """Leave a NaN-filled block in torch's caching allocator: an output allocated next (same size)
+    most likely reuses it, so elements a kernel never writes show up as NaN in the check."""
+    import torch
+
+    torch.empty(nbytes // 4 + 1, dtype=torch.float32, device="cuda").fill_(float("nan"))
+
+
+def check(case, d) -> dict:
+    import torch
+
+    _poison_allocator(4 * 2**20)
+    ref = case.reference(d)
+    _poison_allocator(ref.numel() * 4)
+    out = case.ours(d)
+    torch.cuda.synchronize()
+    nan = bool(torch.isnan(out).any())
+    diff = float(torch.linalg.vector_norm((out.double() - ref.double()).flatten()))
+    rel = diff / max(float(torch.linalg.vector_norm(ref.double().flatten())), 1e-30)
+    ok = (not nan) and out.shape == ref.shape and rel <= max(case.tol, 1e-12)
+    return {"rel_error": rel, "tol": case.tol, "nan": nan, "ok": ok}
+
+
+def tuned_choices() -> dict:
+    """Autotuner picks, per kernel, per key (what the suite's shapes selected)."""
+    from tcourse.kernels import (attention_kernels, axpy_kernels, matmul_kernels, softmax_kernels)
+
+    tuners = {
+        "axpy": axpy_kernels.axpy_tuned, "softmax_rows": softmax_kernels.softmax_rows_tuned,
+        "softmax_chunk_stats": softmax_kernels.softmax_chunk_stats_tuned,
+        "softmax_chunk_write": softmax_kernels.softmax_chunk_write_tuned,
+        "matmul_blocked": matmul_kernels.matmul_blocked_tuned, "matmul_tma": matmul_kernels.matmul_tma_tuned,
+        "attention_ptr": attention_kernels.attention_ptr_tuned, "attention_tma": attention_kernels.attention_tma_tuned,
+    }
+    return {name: {str(k): str(v) for k, v in t.tuner.cache.items()} for name, t in tuners.items() if t.tuner.cache}
+
+
+def run_case(case, rounds: int, ceiling_gbs: float) -> dict:
+    import torch
+
+    from tcourse.bench import compare
+
+    rec = {"family": case.family, "name": case.name, "nbytes": case.nbytes, "flops": case.flops, "targets": case.targets}
+    d = case.make()
+    try:
+        rec["check"] = check(case, d)
+        rec["vs"] = {}
+        for bname, base in case.baselines.items():
+            c = compare(lambda: case.ours(d), lambda base=base: base(d), nbytes=case.nbytes, flops=case.flops,
+                        ceiling=ceiling_gbs if case.nbytes else None, rounds=rounds)
+            rec["vs"][bname] = c.as_dict()
+    except Exception as e:  # keep going: one broken case must not hide the others
+        rec["error"] = f"{type(e).__name__}: {e}"
+        traceback.print_exc()
+    finally:
+        del d
+        torch.cuda.empty_cache()
+    return rec
+
+
+def host_overhead(calls: int = 200) -> dict:
+    """Host (Python) microseconds per call, measured without synchronising: when this exceeds the
+    GPU time of a kernel, the GPU idles between launches and do_bench's event timing includes it."""
+    import torch
+
+    import tcourse.kernels as K
+
+    x = torch.randn(4096, 1024, device="cuda")
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+    v = torch.randn(2**20, device="cuda")
+    pairs = {"softmax 4096x1024": (lambda: K.softmax(x), lambda: torch.softmax(x, -1)),
+             "matmul fp16 1024^3": (lambda: K.matmul(a, a), lambda: torch.matmul(a, a)),
+             "axpy 2^20": (lambda: K.axpy(2.0, v, v), lambda: torch.add(v, v, alpha=2.0))}
+    out = {}
+    for name, fns in pairs.items():
+        out[name] = {}
+        for who, f in zip(("ours", "torch"), fns):
+            f()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            out[name][who] = (t1 - t0) / calls * 1e6
+    return out
+
+
+def summary_rows(records: list[dict]) -> list[dict]:
+    rows = []
+    for r in records:
+        for bname, c in r.get("vs", {}).items():
+            target = r["targets"].get(bname)
+            rows.append({"family": r["family"], "case": r["name"], "baseline": bname, "unit": c["unit"],
+                         "ours": c.get("ours_rate", c["ours"]["median_ms"]),
+                         "torch": c.get("torch_rate", c["torch"]["median_ms"]),
+                         "ours_ms": c["ours"]["median_ms"], "torch_ms": c["torch"]["median_ms"],
+                         "speedup": c["speedup"], "target": target,
+                         "met": None if target is None else bool(c["speedup"] >= target and r["check"]["ok"]),
+                         "of_ceiling": c.get("ours_of_ceiling"), "correct": r["check"]["ok"]})
+        if "error" in r:
+            rows.append({"family": r["family"], "case": r["name"], "baseline": "-", "error": r["error"]})
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"\n{'family':<15}{'case':<44}{'baseline':<15}{'ours':>9}{'torch':>9} {'unit':<8}{'ratio':>6}"
+          f"{'target':>7}  met  err")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['family']:<15}{r['case']:<44}ERROR {r['error'][:90]}")
+            continue
+        tgt = f"{r['target']:.2f}" if r["target"] is not None else "-"
+        met = "-" if r["met"] is None else ("yes" if r["met"] else "NO")
+        print(f"{r['family']:<15}{r['case']:<44}{r['baseline']:<15}{r['ours']:9.1f}{r['torch']:9.1f} {r['unit']:<8}"
+              f"{r['speedup']:6.2f}{tgt:>7}  {met:<4} {'ok' if r['correct'] else 'WRONG'}")
+
+
+def build_result(rt, families, ceiling, rounds, seconds, records, host_us=None) -> dict:
+    g = rt.gpu_info
+    return {
+        "device": g.name, "capability": list(g.capability), "sm_count": g.sm_count, "driver": g.driver,
+        "versions": rt.versions, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "hbm_copy_ceiling_gbs": ceiling, "rounds": rounds,
+        "method": "tcourse.bench.compare: do_bench (L2 cleared per call) medians and p20/p80 over interleaved "
+                  "rounds of ours and torch in one process; speedup = torch median / our median",
+        "families": families, "seconds": seconds,
+        "host_us_per_call": host_us,
+        "summary": summary_rows(records), "cases": records, "autotune": tuned_choices(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--only", help="comma-separated families: " + ",".join(DEFAULT_FAMILIES + ["variant"]))
+    ap.add_argument("--variants", action="store_true", help="also time the alternative kernels")
+    ap.add_argument("--out", default="results/h200", help="folder for bench_suite.json and bench_*.png")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of ours/torch per case")
+    args = ap.parse_args(argv)
+
+    from tcourse.bench import refuse_reason
+
+    why = refuse_reason()
+    if why:
+        print(f"python -m bench refuses to run: {why.split('. Showing')[0]}.", file=sys.stderr)
+        return 2
+    import tcourse
+    from tcourse.bench import hbm_ceiling_gbs
+
+    rt = tcourse.setup(quiet=True)
+    import bench.cases as cases
+    import bench.plots as plots
+
+    families = args.only.split(",") if args.only else list(DEFAULT_FAMILIES)
+    if args.variants and "variant" not in families:
+        families.append("variant")
+    t0 = time.time()
+    ceiling = hbm_ceiling_gbs()
+    print(rt.label(), f"| HBM copy ceiling {ceiling:.0f} GB/s", flush=True)
+    host_us = host_overhead()
+    print("host microseconds per call (no sync):", json.dumps(host_us), flush=True)
+    records = []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = "bench_suite.json" if set(families) >= set(DEFAULT_FAMILIES) else f"bench_suite_{'_'.join(families)}.json"
+    for fam in families:
+        for case in cases.FAMILIES[fam]():
+            t = time.time()
+            rec = run_case(case, args.rounds, ceiling)
+            rec["seconds"] = time.time() - t
+            records.append(rec)
+            for row in summary_rows([rec]):
+                if "error" in row:
+                    print(f"[{rec['seconds']:5.1f}s] {fam} {case.name}: ERROR {row['error']}", flush=True)
+                else:
+                    print(f"[{rec['seconds']:5.1f}s] {fam} {case.name} vs {row['baseline']}: {row['speedup']:.3f}x "
+                          f"({row['ours']:.1f} vs {row['torch']:.1f} {row['unit']}) err {rec['check']['rel_error']:.1e}",
+                          flush=True)
+            partial = build_result(rt, families, ceiling, args.rounds, time.time() - t0, records, host_us)
+            (out / name).write_text(json.dumps(partial, indent=1))  # a killed run still leaves its data
+    result = build_result(rt, families, ceiling, args.rounds, time.time() - t0, records, host_us)
+    (out / name).write_text(json.dumps(result, indent=1))
+    written = [out / name] + plots.write_plots(result, out)
+    print_table(result["summary"])
+    print(f"\nwrote {', '.join(str(p) for p in written)} in {time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""FlashAttention forward: softmax(q k^T * sm_scale) v without materialising the S x S scores.
+
+One program owns BM query rows of one (batch, head); it walks over the keys BN at a time and keeps a
+running row max ``m``, running denominator ``l`` and unnormalised output ``acc`` (online softmax),
+using exp2 with log2(e) folded into the scale. Causal attention splits the key range in two stages:
+blocks fully left of the diagonal need no mask, only the diagonal block does. Query blocks are
+handed out heaviest first (the last rows see the most keys), which shortens the causal tail.
+
+Two kernels with the same arithmetic: pointer loads (portable, CPU interpreter, any S) and, on
+Hopper, tensor descriptors (TMA) when S is a multiple of the block sizes.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import Tuned, is_hopper, on_gpu
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover
+    TensorDescriptor = None
+
+
+@triton.jit
+def _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale):
+    """Fold one block of scores (already masked with -inf) and its values into the running state."""
+    m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    acc = acc * alpha[:, None]
+    acc = tl.dot(p.to(v.dtype), v, acc)
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _attn_range_ptr(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, lo, hi, S,
+                    qk_scale, BN: tl.constexpr, CAUSAL_MASK: tl.constexpr, BOUND_MASK: tl.constexpr):
+    offs_n = tl.arange(0, BN)
+    for start_n in range(lo, hi, BN):
+        cols = start_n + offs_n
+        k = tl.load(k_base + cols[:, None] * stride_kn + offs_d[None, :], mask=cols[:, None] < S, other=0.0)
+        qk = tl.dot(q, tl.trans(k))
+        if CAUSAL_MASK:
+            qk = tl.where(offs_m[:, None] >= cols[None, :], qk, -float("inf"))
+        if BOUND_MASK:
+            qk = tl.where(cols[None, :] < S, qk, -float("inf"))
+        v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :], mask=cols[:, None] < S, other=0.0)
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale)
+    return acc, l_i, m_i
+
+
+@triton.jit
+def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, H, S, qk_scale,
+                         sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos,
+                         D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.constexpr):
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # heaviest query blocks first
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    offs_m = start_m * BM + tl.arange(0, BM)
+    offs_d = tl.arange(0, D)
+    q = tl.load(q_ptr + b * sqb + h * sqh + offs_m[:, None] * sqs + offs_d[None, :],
+                mask=offs_m[:, None] < S, other=0.0)
+    k_base = k_ptr + b * skb + h * skh
+    v_base = v_ptr + b * svb + h * svh
+    m_i = tl.full((BM,), -float("inf"), tl.float32)
+    l_i = tl.zeros((BM,), tl.float32)
+    acc = tl.zeros((BM, D), tl.float32)
+    if CAUSAL:  # keys left of this block: no mask; then the diagonal block with the causal mask
+        acc, l_i, m_i = _attn_range_ptr(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_d,
+                                        0, start_m * BM, S, qk_scale, BN, False, False)
+        acc, l_i, m_i = _attn_range_ptr(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_d,
+                                        start_m * BM, tl.minimum((start_m + 1) * BM, S), S, qk_scale,
+                                        BN, True, False)
+    else:  # whole key blocks without a mask, then the ragged last block (if any) with one
+        full = (S // BN) * BN
+        acc, l_i, m_i = _attn_range_ptr(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_d,
+                                        0, full, S, qk_scale, BN, False, False)
+        acc, l_i, m_i = _attn_range_ptr(acc, l_i, m_i, q, k_base, v_base, sks, svs, offs_m, offs_d,
+                                        full, S, S, qk_scale, BN, False, True)
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + b * sob + h * soh + offs_m[:, None] * sos + offs_d[None, :],
+             out.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < S)
+
+
+@triton.jit
+def _attn_range_tma(acc, l_i, m_i, q, k_desc, v_desc, row0, offs_m, lo, hi, qk_scale,
+                    BN: tl.constexpr, CAUSAL_MASK: tl.constexpr):
+    offs_n = tl.arange(0, BN)
+    for start_n in range(lo, hi, BN):
+        k = k_desc.load([row0 + start_n, 0])
+        qk = tl.dot(q, tl.trans(k))
+        if CAUSAL_MASK:
+            qk = tl.where(offs_m[:, None] >= (start_n + offs_n)[None, :], qk, -float("inf"))
+        v = v_desc.load([row0 + start_n, 0])
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale)
+    return acc, l_i, m_i
+
+
+@triton.jit
+def attention_fwd_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, qk_scale, D: tl.constexpr, BM: tl.constexpr,
+                             BN: tl.constexpr, CAUSAL: tl.constexpr):
+    """Hopper: q/k/v/o are (B*H*S, D) descriptors; S is a multiple of BM and BN (no bounds masks)."""
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    row0 = tl.program_id(1) * S
+    offs_m = start_m * BM + tl.arange(0, BM)
+    q = q_desc.load([row0 + start_m * BM, 0])
+    m_i = tl.full((BM,), -float("inf"), tl.float32)
+    l_i = tl.zeros((BM,), tl.float32)
+    acc = tl.zeros((BM, D), tl.float32)
+    if CAUSAL:
+        acc, l_i, m_i = _attn_range_tma(acc, l_i, m_i, q, k_desc, v_desc, row0, offs_m, 0, start_m * BM,
+                                        qk_scale, BN, False)
+        acc, l_i, m_i = _attn_range_tma(acc, l_i, m_i, q, k_desc, v_desc, row0, offs_m, start_m * BM,
+                                        (start_m + 1) * BM, qk_scale, BN, True)
+    else:
+        acc, l_i, m_i = _attn_range_tma(acc, l_i, m_i, q, k_desc, v_desc, row0, offs_m, 0, S, qk_scale, BN, False)
+    o_desc.store([row0 + start_m * BM, 0], (acc / l_i[:, None]).to(o_desc.dtype))
+
+
+def _ptr_configs():
+    cfg = [(128, 64, 3, 4), (128, 64, 3, 8), (128, 128, 3, 8), (128, 64, 4, 4), (64, 64, 4, 4), (128, 32, 4, 4)]
+    return [triton.Config({"BM": bm, "BN": bn}, num_stages=s, num_warps=w) for bm, bn, s, w in cfg]
+
+
+def _set_attn_blocks(nargs):
+    bm, bn, d = nargs["BM"], nargs["BN"], nargs["D"]
+    nargs["q_desc"].block_shape = [bm, d]
+    nargs["o_desc"].block_shape = [bm, d]
+    nargs["k_desc"].block_shape = [bn, d]
+    nargs["v_desc"].block_shape = [bn, d]
+
+
+# (BM, BN, stages, warps)
+TMA_CONFIGS = [(128, 64, 3, 4), (128, 64, 4, 4), (128, 128, 3, 8), (128, 64, 3, 8), (128, 64, 4, 8),
+               (128, 128, 2, 8), (128, 128, 4, 8), (64, 64, 4, 4), (128, 32, 4, 4)]
+
+
+def _tma_configs():
+    return [triton.Config({"BM": bm, "BN": bn}, num_stages=s, num_warps=w, pre_hook=_set_attn_blocks)
+            for bm, bn, s, w in TMA_CONFIGS]
+
+
+def _prune_tma(configs, named_args, **kwargs):
+    S = named_args["S"]
+    d = kwargs.get("D", named_args.get("D"))
+    kept = [c for c in configs if S % c.kwargs["BM"] == 0 and S % c.kwargs["BN"] == 0
+            and not (d >= 128 and c.kwargs["BN"] >= 128 and c.num_stages > 3)]
+    return kept or configs[-1:]
+
+
+attention_ptr_tuned = Tuned(attention_fwd_kernel, _ptr_configs(), key=["S", "D", "CAUSAL"])
+attention_tma_tuned = Tuned(attention_fwd_tma_kernel, _tma_configs(), key=["S", "D", "CAUSAL"], prune=_prune_tma)
+MIN_TMA_BLOCK = 128  # S must be a multiple of this for the TMA kernel (every config's BM and BN)
+
+
+def _check(q, k, v):
+    if q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(f"q, k, v must all be (B, H, S, D); got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError("q, k, v must have one dtype")
+    d = q.shape[-1]
+    if d not in (16, 32, 64, 128, 256):
+        raise ValueError(f"head dim D must be a power of two from 16 to 256, got {d}")
+    if q.is_cuda and q.dtype not in (torch.float16, torch.bfloat16):
+        raise TypeError("attention on a GPU takes fp16 or bf16")
+
+
+def attention_ptr(q, k, v, causal=False, sm_scale=None, config: dict | None = None):
+    """Pointer-load kernel (any GPU, CPU interpreter, any S)."""
+    _check(q, k, v)
+    B, H, S, D = q.shape
+    qk_scale = (sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)) * 1.4426950408889634
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    o = torch.empty((B, H, S, D), dtype=q.dtype, device=q.device)
+    args = (q, k, v, o, H, S, qk_scale, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3])
+    grid = lambda m: (triton.cdiv(S, m["BM"]), B * H)  # noqa: E731
+    if config is None and on_gpu(q):
+        attention_ptr_tuned.launch((S, D, causal, q.dtype), grid, *args, D=D, CAUSAL=causal)
+    else:
+        config = config or {"BM": 32, "BN": 16}
+        attention_fwd_kernel[grid(config)](*args, D=D, CAUSAL=causal, **config)
+    return o
+
+
+def tma_available(q) -> bool:
+    return (TensorDescriptor is not None and is_hopper(q) and q.dtype in (torch.float16, torch.bfloat16)
+            and q.shape[2] % MIN_TMA_BLOCK == 0)
+
+
+def attention_tma(q, k, v, causal=False, sm_scale=None, config: dict | None = None):
+    """Hopper tensor-descriptor kernel; S must be a multiple of 128."""
+    _check(q, k, v)
+    if not tma_available(q):
+        raise RuntimeError("the TMA attention kernel needs Hopper, fp16/bf16 and S % 128 == 0")
+    B, H, S, D = q.shape
+    qk_scale = (sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)) * 1.4426950408889634
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    o = torch.empty_like(q)
+    descs = [TensorDescriptor(t, [B * H * S, D], [D, 1], [16, D]) for t in (q, k, v, o)]
+    grid = lambda m: (S // m["BM"], B * H)  # noqa: E731
+    if config is None:
+        names = {"q_desc": descs[0], "k_desc": descs[1], "v_desc": descs[2], "o_desc": descs[3]}
+        attention_tma_tuned.launch((S, D, causal, q.dtype), grid, *descs, S, qk_scale, D=D, CAUSAL=causal,
+                                   before=lambda meta: _set_attn_blocks({**names, **meta}))
+    else:
+        config = dict(config)
+        _set_attn_blocks({"q_desc": descs[0], "k_desc": descs[1], "v_desc": descs[2], "o_desc": descs[3],
+                          "D": D, **config})
+        attention_fwd_tma_kernel[grid(config)](*descs, S, qk_scale, D=D, CAUSAL=causal, **config)
+    return o
+
+
+def attention(q, k, v, causal=False, sm_scale=None):
+    """softmax(q @ k^T * sm_scale [+ causal mask]) @ v for (B, H, S, D) tensors; sm_scale defaults
+    to 1/sqrt(D). fp16/bf16 on a GPU (TMA kernel on Hopper when S % 128 == 0); fp32/fp16 on CPU."""
+    if tma_available(q):
+        return attention_tma(q, k, v, causal, sm_scale)
+    return attention_ptr(q, k, v, causal, sm_scale)

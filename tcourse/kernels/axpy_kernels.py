@@ -1,0 +1,47 @@
+"""AXPY: out = a * x + y. Memory-bound: 12 bytes per fp32 element, no reuse."""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import Tuned, on_gpu
+
+
+@triton.jit
+def axpy_kernel(x_ptr, y_ptr, out_ptr, a, n, BLOCK: tl.constexpr, EVICT: tl.constexpr = ""):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    # EVICT="evict_first": each element is touched once, so the cache need not keep it.
+    x = tl.load(x_ptr + offs, mask=mask, eviction_policy=EVICT)
+    y = tl.load(y_ptr + offs, mask=mask, eviction_policy=EVICT)
+    tl.store(out_ptr + offs, a * x + y, mask=mask)
+
+
+# Block sizes from 1K to 8K land within a few percent of each other at 2^27 on the H200 (bench/).
+GPU_CONFIGS = [triton.Config({"BLOCK": b, "EVICT": e}, num_warps=w) for b, w, e in
+               [(1024, 4, ""), (1024, 4, "evict_first"), (2048, 4, ""), (2048, 8, "evict_first"),
+                (4096, 4, ""), (4096, 8, ""), (8192, 8, "")]]
+axpy_tuned = Tuned(axpy_kernel, GPU_CONFIGS, key=["n"])
+CPU_BLOCK = 1024
+
+
+def axpy(a, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``a * x + y`` for same-shape, same-dtype tensors; ``a`` is a Python number or 0-d tensor."""
+    if x.shape != y.shape or x.dtype != y.dtype or x.device != y.device:
+        raise ValueError(f"x and y must match: {tuple(x.shape)} {x.dtype} {x.device} vs "
+                         f"{tuple(y.shape)} {y.dtype} {y.device}")
+    a = float(a.item()) if isinstance(a, torch.Tensor) else float(a)
+    xc, yc = x.contiguous(), y.contiguous()
+    out = torch.empty_like(xc)
+    n = xc.numel()
+    if n >= 2**31:
+        raise ValueError("axpy indexes with int32: at most 2**31 - 1 elements")
+    if n == 0:
+        return out
+    if on_gpu(xc):
+        axpy_tuned.launch((n, xc.dtype), lambda m: (triton.cdiv(n, m["BLOCK"]),), xc, yc, out, a, n)
+    else:
+        axpy_kernel[(triton.cdiv(n, CPU_BLOCK),)](xc, yc, out, a, n, BLOCK=CPU_BLOCK)
+    return out

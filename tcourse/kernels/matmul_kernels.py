@@ -1,0 +1,223 @@
+"""C = A @ B for 2-D fp16/bf16/fp32 tensors, fp32 accumulation.
+
+Two kernels:
+
+- ``matmul_blocked_kernel``: the portable one (any GPU, and the CPU interpreter). One program per
+  BM x BN tile of C, tiles visited in groups of GROUP_M rows so neighbouring programs share tiles of
+  A and B in L2; masks only along K (rows/cols past the edge wrap around and are never stored).
+- ``matmul_tma_persistent_kernel``: Hopper (sm_90). One program per SM loops over tiles; A and B tiles
+  arrive through tensor descriptors (the TMA copy engine writes shared memory directly, no address
+  arithmetic in registers), so the next tile's loads overlap the current tile's epilogue.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._launch import Tuned, check_2d, is_hopper, num_sms, on_gpu
+
+try:  # host-side tensor descriptors (triton >= 3.3)
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover - older triton: portable kernel only
+    TensorDescriptor = None
+
+
+@triton.jit
+def _tile_coords(tile, num_m, num_n, GROUP_M: tl.constexpr):
+    """Tile index -> (row block, col block), walking GROUP_M row blocks column by column."""
+    per_group = GROUP_M * num_n
+    first_m = (tile // per_group) * GROUP_M
+    rows_here = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % rows_here
+    pid_n = (tile % per_group) // rows_here
+    return pid_m, pid_n
+
+
+@triton.jit
+def matmul_blocked_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                          stride_cm, stride_cn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                          GROUP_M: tl.constexpr, PRECISION: tl.constexpr):
+    pid_m, pid_n = _tile_coords(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_M)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    # Wrap out-of-range rows/cols to valid ones: loads need no M/N mask, the store masks them.
+    ram = tl.max_contiguous(tl.multiple_of(rm % M, BM), BM)
+    rbn = tl.max_contiguous(tl.multiple_of(rn % N, BN), BN)
+    a_ptrs = a_ptr + ram[:, None].to(tl.int64) * stride_am + rk[None, :] * stride_ak
+    b_ptrs = b_ptr + rk[:, None] * stride_bk + rbn[None, :].to(tl.int64) * stride_bn
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        k_left = K - k * BK
+        a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_ptrs += BK * stride_ak
+        b_ptrs += BK * stride_bk
+    c_ptrs = c_ptr + rm[:, None].to(tl.int64) * stride_cm + rn[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def matmul_tma_persistent_kernel(a_desc, b_desc, c, M, N, K, stride_cm, BM: tl.constexpr, BN: tl.constexpr,
+                                 BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+                                 C_DESC: tl.constexpr, SPLIT_EPILOGUE: tl.constexpr, FLATTEN: tl.constexpr):
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    dtype = a_desc.dtype
+    for tile in tl.range(tl.program_id(0), num_m * num_n, NUM_PROGRAMS, flatten=FLATTEN):
+        pid_m, pid_n = _tile_coords(tile, num_m, num_n, GROUP_M)
+        off_m = pid_m * BM
+        off_n = pid_n * BN
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kt in range(k_tiles):
+            a = a_desc.load([off_m, kt * BK])  # TMA zero-fills past the edges of A and B
+            b = b_desc.load([kt * BK, off_n])
+            acc = tl.dot(a, b, acc)
+        if C_DESC:
+            if SPLIT_EPILOGUE:  # store two BM x BN/2 halves: half the shared-memory staging buffer
+                halves = tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1))
+                c0, c1 = tl.split(halves)
+                c.store([off_m, off_n], c0.to(dtype))
+                c.store([off_m, off_n + BN // 2], c1.to(dtype))
+            else:
+                c.store([off_m, off_n], acc.to(dtype))
+        else:  # C's row stride is not 16-byte aligned (odd N): plain masked stores
+            rm = off_m + tl.arange(0, BM)
+            rn = off_n + tl.arange(0, BN)
+            tl.store(c + rm[:, None].to(tl.int64) * stride_cm + rn[None, :], acc.to(dtype),
+                     mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def _blocked_configs():
+    cfg = [(128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 4, 8), (64, 128, 64, 4, 4),
+           (128, 64, 64, 4, 4), (64, 64, 64, 5, 4), (128, 128, 32, 4, 4)]
+    return [triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8}, num_stages=s, num_warps=w)
+            for bm, bn, bk, s, w in cfg]
+
+
+def _set_desc_blocks(nargs):
+    bm, bn, bk = nargs["BM"], nargs["BN"], nargs["BK"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bk, bn]
+    if nargs["C_DESC"]:
+        nargs["c"].block_shape = [bm, bn // 2] if nargs["SPLIT_EPILOGUE"] else [bm, bn]
+
+
+# (BM, BN, BK, stages, warps, split epilogue). Shared memory per stage: (BM + BN) * BK * 2 bytes.
+TMA_CONFIGS = [(128, 256, 64, 3, 8, False), (128, 256, 64, 4, 8, True), (256, 128, 64, 3, 8, False),
+               (128, 128, 64, 4, 8, False), (128, 128, 64, 5, 4, False), (128, 128, 128, 3, 8, False),
+               (64, 128, 64, 5, 4, False), (64, 256, 64, 4, 4, True)]
+
+
+def _tma_configs():
+    return [triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "SPLIT_EPILOGUE": sp, "FLATTEN": True},
+                          num_stages=s, num_warps=w, pre_hook=_set_desc_blocks)
+            for bm, bn, bk, s, w, sp in TMA_CONFIGS]
+
+
+def _prune_tma(configs, named_args, **kwargs):
+    # SPLIT_EPILOGUE only matters when C goes through a descriptor
+    c_desc = kwargs.get("C_DESC", named_args.get("C_DESC"))
+    return [c for c in configs if c_desc or not c.kwargs["SPLIT_EPILOGUE"]] or configs[:1]
+
+
+matmul_blocked_tuned = Tuned(matmul_blocked_kernel, _blocked_configs(), key=["M", "N", "K"])
+matmul_tma_tuned = Tuned(matmul_tma_persistent_kernel, _tma_configs(), key=["M", "N", "K", "C_DESC"], prune=_prune_tma)
+
+_PRECISION = {torch.float32: "ieee", torch.float16: "tf32", torch.bfloat16: "tf32"}
+
+
+def _check(a, b):
+    check_2d("matmul", a)
+    check_2d("matmul", b)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"inner dimensions differ: {tuple(a.shape)} @ {tuple(b.shape)}")
+    if a.dtype != b.dtype or a.dtype not in _PRECISION:
+        raise TypeError(f"matmul takes two fp16, bf16 or fp32 tensors, got {a.dtype} and {b.dtype}")
+
+
+def matmul_blocked(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torch.Tensor:
+    """Portable kernel. ``config`` (BM, BN, BK, GROUP_M, num_warps, num_stages) skips autotuning."""
+    _check(a, b)
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    if c.numel() == 0:
+        return c
+    if K == 0:
+        return c.zero_()
+    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    grid = lambda m: (triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"]),)  # noqa: E731
+    if config is None and on_gpu(a):
+        key = (M, N, K, a.dtype, a.stride(), b.stride())
+        matmul_blocked_tuned.launch(key, grid, *args, PRECISION=_PRECISION[a.dtype])
+    else:
+        config = config or {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 4}
+        matmul_blocked_kernel[grid(config)](*args, PRECISION=_PRECISION[a.dtype], **config)
+    return c
+
+
+def _tma_ready(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself if TMA can read it (row-major, 16-byte aligned base and row stride), else a copy
+    into a buffer whose row stride is padded to 16 bytes (the padding is never read: the descriptor
+    keeps the true shape)."""
+    align = 16 // t.element_size()
+    if t.stride(1) == 1 and t.stride(0) % align == 0 and t.data_ptr() % 16 == 0:
+        return t
+    rows, cols = t.shape
+    padded = torch.empty((rows, triton.cdiv(cols, align) * align), dtype=t.dtype, device=t.device)
+    view = padded[:, :cols]
+    view.copy_(t)
+    return view
+
+
+def tma_available(a: torch.Tensor) -> bool:
+    return TensorDescriptor is not None and is_hopper(a) and a.dtype in (torch.float16, torch.bfloat16)
+
+
+def matmul_tma(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torch.Tensor:
+    """Hopper persistent TMA kernel (fp16/bf16). ``config`` (BM, BN, BK, GROUP_M, SPLIT_EPILOGUE,
+    FLATTEN, num_warps, num_stages) skips autotuning."""
+    _check(a, b)
+    if not tma_available(a):
+        raise RuntimeError("the TMA kernel needs a Hopper GPU, fp16/bf16 inputs and triton's TensorDescriptor")
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
+    if c.numel() == 0:
+        return c
+    if K == 0:
+        return c.zero_()
+    a, b = _tma_ready(a), _tma_ready(b)
+    dummy = [16, 16]  # the real block shapes are set per config (pre-hook)
+    a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], dummy)
+    b_desc = TensorDescriptor(b, [K, N], [b.stride(0), 1], dummy)
+    c_desc = c.stride(0) * c.element_size() % 16 == 0
+    c_arg = TensorDescriptor(c, [M, N], [c.stride(0), 1], dummy) if c_desc else c
+    sms = num_sms(a)
+    grid = lambda m: (min(sms, triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"])),)  # noqa: E731
+    args = (a_desc, b_desc, c_arg, M, N, K, c.stride(0))
+    if config is None:
+        descs = {"a_desc": a_desc, "b_desc": b_desc, "c": c_arg}
+        matmul_tma_tuned.launch((M, N, K, a.dtype, c_desc), grid, *args, NUM_PROGRAMS=sms, C_DESC=c_desc,
+                                before=lambda meta: _set_desc_blocks({**descs, **meta}))
+    else:
+        config = dict(config)
+        _set_desc_blocks({"a_desc": a_desc, "b_desc": b_desc, "c": c_arg, "C_DESC": c_desc, **config})
+        matmul_tma_persistent_kernel[grid(config)](*args, NUM_PROGRAMS=sms, C_DESC=c_desc, **config)
+    return c
+
+
+SMALL_MNK = 2**30  # up to 1024^3: the blocked kernel (Python launch cost of the TMA path ~100 us on the H200 host)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b``: the persistent TMA kernel on Hopper for fp16/bf16 (problems above 1024^3), the
+    blocked kernel otherwise."""
+    _check(a, b)
+    if tma_available(a) and a.shape[0] * a.shape[1] * b.shape[1] > SMALL_MNK:
+        return matmul_tma(a, b)
+    return matmul_blocked(a, b)

@@ -1,0 +1,135 @@
+"""Reference kernels (tcourse.kernels) against torch: CPU interpreter in CI, small odd shapes.
+
+bf16 is silently wrong under the interpreter, so bf16 tests run only where a GPU is present.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tcourse.kernels as K
+from tcourse.kernels import matmul_kernels, softmax_kernels
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+gpu_only = pytest.mark.skipif(DEV == "cpu", reason="bf16 and the Hopper paths need a GPU")
+
+
+def rel_err(out, ref):
+    assert out.shape == ref.shape, (out.shape, ref.shape)
+    assert not torch.isnan(out).any(), "NaN in the output: an element never written?"
+    return float((out.double() - ref.double()).norm() / ref.double().norm())
+
+
+def randn(*shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float32).to(device=DEV, dtype=dtype)
+
+
+@pytest.mark.parametrize("n", [1, 1000, 4099])
+def test_axpy(n):
+    x, y = randn(n, seed=1), randn(n, seed=2)
+    assert rel_err(K.axpy(-0.75, x, y), -0.75 * x.double() + y.double()) < 1e-6
+    assert rel_err(K.axpy(torch.tensor(2.0), x, y), 2 * x.double() + y.double()) < 1e-6
+
+
+def test_axpy_rejects_mismatch():
+    with pytest.raises(ValueError):
+        K.axpy(1.0, randn(10), randn(11))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (37, 1000), (5, 1024), (3, 3001)])
+def test_softmax(shape):
+    x = randn(*shape, seed=3) * 5
+    assert rel_err(K.softmax(x), torch.softmax(x.double(), -1)) < 1e-6
+
+
+def test_softmax_strided_rows():
+    """Rows whose stride (1003) is not a multiple of the vector width."""
+    x = randn(9, 1003, seed=4)[:, :1000]
+    assert rel_err(K.softmax(x), torch.softmax(x.double(), -1)) < 1e-6
+
+
+def test_softmax_fp16():
+    x = randn(7, 333, dtype=torch.float16, seed=5)
+    assert rel_err(K.softmax(x), torch.softmax(x.double(), -1)) < 2e-3
+
+
+@pytest.mark.parametrize("chunk", [64, 256])
+def test_softmax_online_multi_block(chunk):
+    """The multi-block path that wide rows use, with chunks small enough to run on CPU."""
+    x = randn(6, 1000, seed=6) * 8
+    out = softmax_kernels.softmax_online(x, chunk=chunk)
+    assert rel_err(out, torch.softmax(x.double(), -1)) < 1e-6
+
+
+def test_softmax_dispatches_wide_rows_online():
+    x = randn(2, softmax_kernels.MAX_BLOCK + 3, seed=7)
+    assert rel_err(K.softmax(x), torch.softmax(x.double(), -1)) < 1e-6
+
+
+@pytest.mark.parametrize("n", [77, 1000, 9000])  # 9000 > MAX_BLOCK: the looped path
+def test_layernorm(n):
+    x, w, b = randn(5, n, seed=8) * 3 + 1, randn(n, seed=9), randn(n, seed=10)
+    ref = F.layer_norm(x.double(), (n,), w.double(), b.double(), 1e-5)
+    assert rel_err(K.layernorm(x, w, b), ref) < 1e-5
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (67, 45), (130, 31)])
+def test_transpose(shape):
+    x = randn(*shape, seed=11)
+    out = K.transpose(x)
+    assert out.is_contiguous() and torch.equal(out, x.T)
+    xs = randn(shape[1], shape[0], seed=12).T  # non-contiguous input
+    assert torch.equal(K.transpose(xs), xs.T)
+
+
+@pytest.mark.parametrize("mnk", [(67, 83, 45), (1, 33, 7), (64, 64, 64), (130, 17, 100)])
+def test_matmul_fp32(mnk):
+    m, n, k = mnk
+    a, b = randn(m, k, seed=13), randn(k, n, seed=14)
+    assert rel_err(K.matmul(a, b), a.double() @ b.double()) < 1e-5
+
+
+def test_matmul_fp16_and_transposed_operand():
+    a = randn(70, 50, dtype=torch.float16, seed=15)
+    b = randn(90, 50, dtype=torch.float16, seed=16).T  # strided B
+    assert rel_err(K.matmul(a, b), a.double() @ b.double()) < 2e-3
+
+
+def test_matmul_rejects_bad_shapes():
+    with pytest.raises(ValueError):
+        K.matmul(randn(3, 4), randn(5, 6))
+    with pytest.raises(TypeError):
+        K.matmul(randn(3, 4), randn(4, 5, dtype=torch.float16))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16] if DEV == "cpu" else [torch.float16])
+def test_attention(causal, dtype):
+    q, k, v = (randn(2, 3, 77, 32, dtype=dtype, seed=s) for s in (17, 18, 19))
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    tol = 1e-5 if dtype == torch.float32 else 3e-3
+    assert rel_err(K.attention(q, k, v, causal=causal), ref) < tol
+
+
+def test_attention_scale():
+    dtype = torch.float32 if DEV == "cpu" else torch.float16
+    q, k, v = (randn(1, 2, 40, 16, dtype=dtype, seed=s) for s in (20, 21, 22))
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=0.3)
+    assert rel_err(K.attention(q, k, v, sm_scale=0.3), ref) < (1e-5 if DEV == "cpu" else 3e-3)
+
+
+@gpu_only
+@pytest.mark.parametrize("mnk", [(256, 512, 128), (4095, 4097, 1023), (1000, 1000, 1000)])
+def test_matmul_bf16_gpu(mnk):
+    m, n, k = mnk
+    a, b = randn(m, k, dtype=torch.bfloat16, seed=23), randn(k, n, dtype=torch.bfloat16, seed=24)
+    assert rel_err(K.matmul(a, b), a.double() @ b.double()) < 1e-2
+    assert rel_err(matmul_kernels.matmul_blocked(a, b), a.double() @ b.double()) < 1e-2
+
+
+@gpu_only
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_bf16_gpu(causal):
+    q, k, v = (randn(2, 4, 256, 64, dtype=torch.bfloat16, seed=s) for s in (25, 26, 27))
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    assert rel_err(K.attention(q, k, v, causal=causal), ref) < 1e-2
