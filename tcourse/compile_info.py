@@ -2,11 +2,15 @@
 
 Triton compiles for a GPU that is not there (``GPUTarget("cuda", 90, 32)``); nothing built this
 way runs on a CPU, but every artefact is the one an H100/H200 would get. Works with the
-interpreter on, too: the kernel's Python source is recompiled as a normal ``JITFunction``.
+interpreter on, too: the kernel's Python source is recompiled as a normal ``JITFunction`` inside
+:func:`real_compiler`, which undoes what the interpreter leaves behind.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
+import sys
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -28,7 +32,7 @@ class CompileReport:
     num_warps: int
     num_stages: int
     registers: int | None
-    spills: int | None  # local-memory bytes per thread (register spills + stack)
+    spills: int | None  # bytes per thread of stack + local memory (where sm_90 ptxas puts spilled registers)
 
     @property
     def fits_sm90(self) -> bool:
@@ -64,7 +68,11 @@ def _nvidia_bin(name: str) -> str:
 
 
 def _resource_usage(cubin: bytes) -> tuple[int | None, int | None]:
-    """REG and LOCAL (spill/stack bytes) from ``cuobjdump --dump-resource-usage``."""
+    """REG and STACK + LOCAL bytes from ``cuobjdump --dump-resource-usage``.
+
+    ptxas for sm_90 reports spilled registers as STACK (a 16384-wide softmax row in 2 warps:
+    REG 32, STACK 2104, LOCAL 0), so both count as spills here.
+    """
     try:
         tool = _nvidia_bin("cuobjdump")
     except FileNotFoundError:
@@ -74,8 +82,73 @@ def _resource_usage(cubin: bytes) -> tuple[int | None, int | None]:
         p.write_bytes(cubin)
         out = subprocess.run([tool, "--dump-resource-usage", str(p)], capture_output=True, text=True).stdout
     reg = re.search(r"REG:(\d+)", out)
-    local = re.search(r"LOCAL:(\d+)", out)
-    return (int(reg.group(1)) if reg else None, int(local.group(1)) if local else None)
+    spill = [re.search(rf"{k}:(\d+)", out) for k in ("STACK", "LOCAL")]
+    spills = sum(int(m.group(1)) for m in spill if m) if any(spill) else None
+    return (int(reg.group(1)) if reg else None, spills)
+
+
+def _leaked_patch(val) -> bool:
+    qual = getattr(val, "__qualname__", "") or ""
+    return (qual.startswith(("_patch_attr.", "_patch_lang_core.", "_patch_reduce_scan."))
+            or val is print or (isinstance(val, functools.partial) and "_set_attr" in repr(val.func)))
+
+
+def _repair_language_modules() -> int:
+    """Put back the builtins an interpreted call left patched in ``triton.language.*``; returns how many.
+
+    Triton 3.6-3.9's interpreter patches ``triton.language.core`` when a kernel calls a library
+    function (``tl.max``...) and never restores it; the real code generator then fails with
+    ``'value' object has no attribute 'dtype'``.
+    """
+    import triton.language as tl
+
+    fixed = 0
+    for name, mod in list(sys.modules.items()):
+        if mod is None or mod is tl or not name.startswith("triton.language."):
+            continue
+        for attr, val in list(vars(mod).items()):
+            if not _leaked_patch(val):
+                continue
+            kw = getattr(val, "__kwdefaults__", None) or {}
+            original = kw.get("member", getattr(tl, attr, None))
+            if original is not None and not _leaked_patch(original):
+                setattr(mod, attr, original)
+                fixed += 1
+    return fixed
+
+
+@contextlib.contextmanager
+def real_compiler():
+    """Inside the block Triton's compiler sees compiled library kernels and pristine builtins.
+
+    With TRITON_INTERPRET=1, Triton's own library kernels (``tl.max``, ``tl.sum``, ``tl.cdiv``...)
+    were created as ``InterpretedFunction``; they are swapped for ``JITFunction`` for the compile.
+    """
+    import triton
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    if not triton.knobs.runtime.interpret:
+        yield
+        return
+    _repair_language_modules()
+    swapped, compiled = [], {}
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not (name == "triton.language" or name.startswith("triton.language.")):
+            continue
+        for attr, val in list(vars(mod).items()):
+            if isinstance(val, InterpretedFunction):
+                if val.fn not in compiled:
+                    compiled[val.fn] = JITFunction(val.fn, **getattr(val, "kwargs", {}))
+                swapped.append((mod, attr, val))
+                setattr(mod, attr, compiled[val.fn])
+    triton.knobs.runtime.interpret = False
+    try:
+        yield
+    finally:
+        triton.knobs.runtime.interpret = True
+        for mod, attr, val in swapped:
+            setattr(mod, attr, val)
 
 
 def _arg_type(value) -> str:
@@ -129,7 +202,8 @@ def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, cap
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
              if n in values and _divisible_by_16(values[n])}
     src = ASTSource(fn=fn, signature=signature, constexprs=dict(constexprs), attrs=attrs)
-    k = triton.compile(src, target=GPUTarget("cuda", capability, 32),
-                       options={"num_warps": num_warps, "num_stages": num_stages})
+    with real_compiler():
+        k = triton.compile(src, target=GPUTarget("cuda", capability, 32),
+                           options={"num_warps": num_warps, "num_stages": num_stages})
     regs, spills = _resource_usage(k.asm["cubin"])
     return CompileReport(fn.__name__, k.asm, k.metadata.shared, num_warps, num_stages, regs, spills)
