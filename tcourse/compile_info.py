@@ -193,17 +193,34 @@ def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, cap
     runtime_names = [n for n in fn.arg_names if n not in constexprs]
     if len(runtime_names) != len(args):
         raise TypeError(f"{fn.__name__} takes runtime args {runtime_names}, got {len(args)} values")
-    signature = {n: _arg_type(a) for n, a in zip(runtime_names, args)}
-    signature.update({n: "constexpr" for n in constexprs})
-    signature = {n: signature[n] for n in fn.arg_names}
-    # As a real launch does: 16-byte aligned pointers and ints divisible by 16 are specialised,
-    # which is what lets the compiler emit vectorised (16-byte) loads.
     values = dict(zip(runtime_names, args))
+    # As a real launch specialises: an int equal to 1 (a unit stride) becomes a compile-time
+    # constant, and 16-byte aligned pointers and ints divisible by 16 get tt.divisibility=16,
+    # which is what lets the compiler emit vectorised (16-byte) loads and pipeline tiles.
+    constants = dict(constexprs)
+    constants.update({n: 1 for n, v in values.items() if type(v) is int and v == 1
+                      and n not in (getattr(kernel, "do_not_specialize", None) or ())})
+    signature = {n: "constexpr" if n in constants else _arg_type(values[n]) for n in fn.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
-             if n in values and _divisible_by_16(values[n])}
-    src = ASTSource(fn=fn, signature=signature, constexprs=dict(constexprs), attrs=attrs)
+             if n in values and n not in constants and _divisible_by_16(values[n])}
+    src = ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs)
     with real_compiler():
         k = triton.compile(src, target=GPUTarget("cuda", capability, 32),
                            options={"num_warps": num_warps, "num_stages": num_stages})
     regs, spills = _resource_usage(k.asm["cubin"])
     return CompileReport(fn.__name__, k.asm, k.metadata.shared, num_warps, num_stages, regs, spills)
+
+
+def compile_many(kernel, jobs: list[tuple[tuple, dict]]) -> list[CompileReport | str]:
+    """``compile_for_sm90(kernel, *args, **kw)`` for each ``(args, kw)`` in ``jobs``.
+
+    A config that does not compile (too much shared memory, a non-power-of-two block...) gives
+    its error message as a string instead of a report, so one bad config never hides the others.
+    """
+    out: list[CompileReport | str] = []
+    for args, kw in jobs:
+        try:
+            out.append(compile_for_sm90(kernel, *args, **kw))
+        except Exception as e:  # reported per config, by design
+            out.append(f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}")
+    return out
