@@ -26,6 +26,7 @@ ENV_KEYS = ("device", "capability", "sm_count", "driver", "date", "python", "tor
 ENV_HEADERS = ("设备", "compute capability", "SM", "driver", "日期", "python", "torch", "triton", "numpy")
 MAX_ROWS = 200          # longer tables are cut, with a note pointing at the JSON file
 MAX_LIST_IN_CELL = 8    # longer lists inside a cell are summarised
+MAX_TEXT_IN_CELL = 60   # longer text (captured source code, logs) is cut, with its length
 
 
 def fmt(v) -> str:
@@ -47,7 +48,10 @@ def fmt(v) -> str:
     elif isinstance(v, dict):
         s = json.dumps(v, ensure_ascii=False, sort_keys=True)
     else:
-        s = str(v)
+        s = " ".join(str(v).split())
+        if len(s) > MAX_TEXT_IN_CELL or "@" in s:  # captured source code: cut, and a code span so
+            cut = s[:MAX_TEXT_IN_CELL].replace("`", "'").replace("|", "\\|")  # "@triton.jit" is no citation
+            return f"`{cut}`" + (f"… ({len(s)} 字符，见 JSON)" if len(s) > MAX_TEXT_IN_CELL else "")
     return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
