@@ -26,6 +26,9 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tcourse.indexing import grouped_pid  # noqa: E402  (the same mapping the kernels use)
+
 HERE = Path(__file__).resolve().parent
 
 # ---------------------------------------------------------------------------
@@ -600,17 +603,6 @@ def interview_map() -> Diagram:
     edges = [Arrow(f"t{i}", f"t{i + 1}") for i in range(3)]
     return Diagram("05_triton_interview_map", "Triton 面试速查图", "把 Triton 学习收束成可讲述的题目框架",
                    "面试速查 · Excalidraw 源文件", 1460, nodes, edges)
-
-
-def grouped_pid(pid: int, num_pid_m: int, num_pid_n: int, group_m: int) -> tuple[int, int]:
-    """The pid -> (pid_m, pid_n) mapping of Triton's grouped matmul ordering."""
-    num_pid_in_group = group_m * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * group_m
-    group_size_m = min(num_pid_m - first_pid_m, group_m)
-    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
-    pid_n = (pid % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
 
 
 def groupm_order() -> Diagram:

@@ -139,16 +139,22 @@ def _check(a, b):
         raise TypeError(f"matmul takes two fp16, bf16 or fp32 tensors, got {a.dtype} and {b.dtype}")
 
 
+def _output(a, b) -> tuple[torch.Tensor, bool]:
+    """The output C and whether a kernel must still run (empty C, or K == 0 which gives zeros, needs none)."""
+    M, K = a.shape
+    c = torch.empty((M, b.shape[1]), dtype=a.dtype, device=a.device)
+    if K == 0:
+        c.zero_()
+    return c, c.numel() > 0 and K > 0
+
+
 def matmul_blocked(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torch.Tensor:
     """Portable kernel. ``config`` (BM, BN, BK, GROUP_M, num_warps, num_stages) skips autotuning."""
     _check(a, b)
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    if c.numel() == 0:
+    c, work = _output(a, b)
+    if not work:
         return c
-    if K == 0:
-        return c.zero_()
+    (M, K), N = a.shape, b.shape[1]
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     grid = lambda m: (triton.cdiv(M, m["BM"]) * triton.cdiv(N, m["BN"]),)  # noqa: E731
     if config is None and on_gpu(a):
@@ -184,13 +190,10 @@ def matmul_tma(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> 
     _check(a, b)
     if not tma_available(a):
         raise RuntimeError("the TMA kernel needs a Hopper GPU, fp16/bf16 inputs and triton's TensorDescriptor")
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    if c.numel() == 0:
+    c, work = _output(a, b)
+    if not work:
         return c
-    if K == 0:
-        return c.zero_()
+    (M, K), N = a.shape, b.shape[1]
     a, b = _tma_ready(a), _tma_ready(b)
     dummy = [16, 16]  # the real block shapes are set per config (pre-hook)
     a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], dummy)
