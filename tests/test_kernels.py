@@ -133,3 +133,94 @@ def test_attention_bf16_gpu(causal):
     q, k, v = (randn(2, 4, 256, 64, dtype=torch.bfloat16, seed=s) for s in (25, 26, 27))
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
     assert rel_err(K.attention(q, k, v, causal=causal), ref) < 1e-2
+
+
+class _FakeCompiled:
+    """Stands in for a CompiledKernel: records what a direct launch passes to ``run``."""
+    function, packed_metadata = "function", "packed"
+
+    def __init__(self):
+        self.runs = []
+
+    def launch_metadata(self, grid, stream, *args):
+        return ("meta", grid)
+
+    def run(self, *args):
+        self.runs.append(args)
+
+
+class _FakeJit:
+    """Stands in for a JITFunction: ``kernel[grid](*args, **meta)`` counts the slow launches."""
+
+    def __init__(self):
+        self.compiled, self.slow = _FakeCompiled(), []
+
+    @staticmethod
+    def fn(x_ptr, out_ptr, n, a, BLOCK, EVICT=""):
+        pass
+
+    def __getitem__(self, grid):
+        def launch(*args, **meta):
+            self.slow.append((grid, args, meta))
+            return self.compiled
+        return launch
+
+
+def _direct_launcher(fake):
+    from types import SimpleNamespace
+
+    from tcourse.kernels._launch import Launcher
+
+    launcher = Launcher(fake, direct=True)
+    launcher._device, launcher._stream = (lambda: 0), (lambda dev: f"stream{dev}")
+    launcher._hooks = SimpleNamespace(launch_enter_hook="enter", launch_exit_hook="exit")
+    return launcher
+
+
+def test_direct_launch_reuses_a_specialisation_only():
+    """The launcher's cache: same dtypes/alignment/ints/meta -> compiled kernel called directly with
+    every argument (constexprs and defaults included); anything that changes Triton's
+    specialisation -> back through kernel[grid]."""
+    fake = _FakeJit()
+    launch = _direct_launcher(fake)
+    x, out = torch.zeros(64), torch.zeros(64)
+    launch((4,), (x, out, 64, 2.0), {"BLOCK": 16, "num_warps": 4})
+    assert len(fake.slow) == 1 and fake.compiled.runs == []
+    launch((4, 2), (x, out, 64, 3.5), {"BLOCK": 16, "num_warps": 4})
+    assert len(fake.slow) == 1
+    assert fake.compiled.runs == [(4, 2, 1, "stream0", "function", "packed", ("meta", (4, 2)), "enter", "exit",
+                                   x, out, 64, 3.5, 16, "")]
+    misaligned = torch.zeros(65)[1:]  # 4-byte offset: Triton would not assume 16-byte alignment
+    for args, meta in [((x, out, 65, 2.0), {"BLOCK": 16, "num_warps": 4}),  # another int value
+                       ((misaligned, out, 64, 2.0), {"BLOCK": 16, "num_warps": 4}),
+                       ((x.half(), out, 64, 2.0), {"BLOCK": 16, "num_warps": 4}),  # another dtype
+                       ((x, out, 64, 2.0), {"BLOCK": 32, "num_warps": 4}),  # another constexpr
+                       ((x, out, 64, 2.0), {"BLOCK": 16, "num_warps": 8})]:  # another option
+        slow = len(fake.slow)
+        launch((4,), args, meta)
+        assert len(fake.slow) == slow + 1, (args, meta)
+    launch((4,), (x, out, 64, object()), {"BLOCK": 16})  # a type it does not key: always kernel[grid]
+    launch((4,), (x, out, 64, object()), {"BLOCK": 16})
+    assert len(fake.slow) == 8 and len(fake.compiled.runs) == 1
+
+
+def test_repeated_calls_stay_correct():
+    """Third and later calls take the direct launch on a GPU: check them, with fresh inputs, with an
+    input whose data pointer is not 16-byte aligned, and with a changed size in between."""
+    dt = torch.float32 if DEV == "cpu" else torch.float16
+    for seed in range(4):
+        n = 1000 if seed != 2 else 1003
+        x = randn(n + 1, seed=seed)[1:] if seed == 3 else randn(n, seed=seed)  # seed 3: 4-byte offset
+        y = randn(n, seed=seed + 10)
+        assert rel_err(K.axpy(1.5, x, y), 1.5 * x.double() + y.double()) < 1e-6
+        s = randn(37, n, seed=seed) * 4
+        assert rel_err(K.softmax(s), torch.softmax(s.double(), -1)) < 1e-6
+        w, b = randn(n, seed=seed + 20), randn(n, seed=seed + 30)
+        ref = F.layer_norm(s.double(), (n,), w.double(), b.double(), 1e-5)
+        assert rel_err(K.layernorm(s, w, b), ref) < 1e-5
+        assert torch.equal(K.transpose(s), s.T)
+        a, c = randn(67, 45, dtype=dt, seed=seed), randn(45, 83, dtype=dt, seed=seed + 1)
+        assert rel_err(K.matmul(a, c), a.double() @ c.double()) < 2e-3
+        q, k, v = (randn(1, 2, 77, 32, dtype=dt, seed=seed + i) for i in range(3))
+        ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
+        assert rel_err(K.attention(q, k, v), ref) < 3e-3

@@ -1,26 +1,59 @@
-"""Where a kernel runs: the interpreter (fixed configs), or a GPU (autotuned configs, Hopper paths)."""
+"""Where a kernel runs (the interpreter with fixed configs, or a GPU with autotuned configs and Hopper
+paths), and how it is launched with as little host (Python) work per call as possible.
+
+Small problems take less GPU time than Triton's own launch path takes on the host, so every
+microsecond of Python per call shows up in their timings. Hence: device facts are looked up once per
+device, the autotuner runs once per key, and a kernel that has already been launched with the same
+argument specialisation is launched again straight from its compiled form (``Launcher``).
+"""
 from __future__ import annotations
 
+import inspect
 import os
 
 import torch
+import triton
 
-
-def interpreted() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
+# The package turns the interpreter on (or not) before the kernels are decorated, so this is fixed
+# for the life of the process, like the kernels themselves.
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def on_gpu(t: torch.Tensor) -> bool:
     """True when ``t`` lives on a GPU and kernels are compiled (not interpreted)."""
-    return t.is_cuda and not interpreted()
+    return t.is_cuda and not INTERPRETED
+
+
+_CAPABILITY: dict[int, tuple[int, int]] = {}
+_SMS: dict[int, int] = {}
 
 
 def is_hopper(t: torch.Tensor) -> bool:
-    return on_gpu(t) and torch.cuda.get_device_capability(t.device)[0] == 9
+    if not on_gpu(t):
+        return False
+    i = t.get_device()
+    cap = _CAPABILITY.get(i)
+    if cap is None:
+        cap = _CAPABILITY[i] = torch.cuda.get_device_capability(i)
+    return cap[0] == 9
 
 
 def num_sms(t: torch.Tensor) -> int:
-    return torch.cuda.get_device_properties(t.device).multi_processor_count
+    i = t.get_device()
+    n = _SMS.get(i)
+    if n is None:
+        n = _SMS[i] = torch.cuda.get_device_properties(i).multi_processor_count
+    return n
+
+
+def cdiv(a: int, b: int) -> int:
+    """``triton.cdiv`` for host code: Triton's is a constexpr function, several microseconds a call."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """``triton.next_power_of_2`` for host code (1 for n <= 1), as a plain Python int operation."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
 def check_2d(name: str, x: torch.Tensor) -> None:
@@ -28,31 +61,147 @@ def check_2d(name: str, x: torch.Tensor) -> None:
         raise ValueError(f"{name} expects a 2-D tensor, got shape {tuple(x.shape)}")
 
 
+def _triton_version() -> tuple[int, int]:
+    try:
+        major, minor = triton.__version__.split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return (0, 0)
+
+
+# The direct launch below calls CompiledKernel.run the way JITFunction.run does in Triton 3.6 to 3.9
+# (read in both sources: every bound argument, constexprs included, after grid, stream, function,
+# packed metadata, launch metadata and the two launch hooks). Other versions use kernel[grid] only.
+DIRECT_LAUNCH = not INTERPRETED and (3, 6) <= _triton_version() < (3, 10)
+
+
+def _tensor_key(t: torch.Tensor):
+    return t.dtype, t.data_ptr() % 16 == 0  # what Triton specialises a pointer on: dtype, 16-byte alignment
+
+
+def _same_value(v):
+    return v  # ints and None: the exact value, finer than Triton's (== 1, % 16, bit width)
+
+
+def _bool_key(v):
+    return bool, v  # not equal to the int 1 or 0 in another launch
+
+
+def _float_key(v):
+    return float  # Triton passes Python floats as fp32 without specialising on the value
+
+
+def _descriptor_key(d):
+    # every field of a host TensorDescriptor in Triton 3.6-3.9 but the base pointer (always 16-byte aligned)
+    return (d.base.dtype, tuple(d.shape), tuple(d.strides), tuple(d.block_shape), d.padding,
+            getattr(d, "round_f32_to_tf32", False))
+
+
+_ARG_KEY = {torch.Tensor: _tensor_key, torch.nn.Parameter: _tensor_key, int: _same_value, bool: _bool_key,
+            type(None): _same_value, float: _float_key}
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    _ARG_KEY[TensorDescriptor] = _descriptor_key
+except ImportError:  # pragma: no cover - older triton: no host descriptors, nothing to key
+    pass
+_MAX_ENTRIES = 4096  # compiled kernels remembered per Launcher before it starts over
+
+
+class Launcher:
+    """``launcher(grid, args, meta)`` does what ``kernel[grid](*args, **meta)`` does.
+
+    The first launch of each specialisation (meta values, argument dtypes, pointer alignment, integer
+    values, current device) goes through ``kernel[grid]``, which compiles or finds the kernel and
+    returns it. Later launches with the same specialisation call that compiled kernel directly,
+    skipping Triton's per-call argument binding, cache-key string and option parsing. Arguments of
+    any other type always take the ``kernel[grid]`` path.
+    """
+
+    def __init__(self, kernel, direct: bool | None = None):
+        self.kernel = kernel
+        if direct is None:  # on by default for compiled (not interpreted) kernels on known Triton versions
+            direct = DIRECT_LAUNCH and isinstance(kernel, triton.runtime.JITFunction)
+        self.direct = direct
+        self.params = list(inspect.signature(kernel.fn).parameters.values()) if self.direct else []
+        self.compiled: dict = {}
+        self._device = self._stream = self._hooks = None
+
+    def _key(self, args, meta):
+        try:
+            return (self._device(), tuple(meta.items()), tuple([_ARG_KEY[type(a)](a) for a in args]))
+        except (KeyError, TypeError):  # an argument type we do not key (or an unhashable meta value)
+            return None
+
+    def _tail(self, n_args: int, meta: dict):
+        """Values of the parameters after the positional ones, in signature order (None: cannot tell)."""
+        tail = []
+        for p in self.params[n_args:]:
+            if p.name in meta:
+                tail.append(meta[p.name])
+            elif p.default is not inspect.Parameter.empty:
+                tail.append(p.default)
+            else:
+                return None
+        return tuple(tail)
+
+    def __call__(self, grid: tuple, args: tuple, meta: dict):
+        if not self.direct:
+            self.kernel[grid](*args, **meta)
+            return
+        if self._device is None:
+            from triton import knobs
+            from triton.runtime import driver
+
+            self._device, self._stream = driver.active.get_current_device, driver.active.get_current_stream
+            self._hooks = knobs.runtime
+        key = self._key(args, meta)
+        entry = self.compiled.get(key) if key is not None else None
+        if entry is None:
+            kernel = self.kernel[grid](*args, **meta)
+            tail = self._tail(len(args), meta)
+            ready = all(hasattr(kernel, a) for a in ("run", "function", "packed_metadata", "launch_metadata"))
+            if key is not None and tail is not None and ready and not hasattr(kernel, "result"):
+                if len(self.compiled) >= _MAX_ENTRIES:
+                    self.compiled.clear()
+                self.compiled[key] = (kernel, tail)
+            return
+        kernel, tail = entry
+        full = (*args, *tail)
+        n = len(grid)
+        stream = self._stream(key[0])
+        hooks = self._hooks
+        kernel.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, stream, kernel.function,
+                   kernel.packed_metadata, kernel.launch_metadata(grid, stream, *full),
+                   hooks.launch_enter_hook, hooks.launch_exit_hook, *full)
+
+
 class Tuned:
     """An autotuned kernel that pays the autotuner's per-call work once per key.
 
     The first call with a new ``key`` goes through ``triton.autotune`` (which benchmarks the configs);
-    later calls launch the plain kernel with the config it chose. That keeps Python's launch cost
-    (tens of microseconds on the H200's host) under the GPU time of small problems.
+    later calls launch the kernel with the config it chose through a ``Launcher``. ``key`` must
+    determine the keyword arguments the caller passes (block sizes, flags).
     """
 
     def __init__(self, kernel, configs, key, prune=None):
-        import triton
-
         self.kernel = kernel
         extra = {"prune_configs_by": {"early_config_prune": prune}} if prune else {}
         self.tuner = triton.autotune(configs, key=key, **extra)(kernel)
-        self.best = {}
+        self.launcher = Launcher(kernel)
+        self.best = {}  # key -> the triton.Config chosen
+        self._config_kwargs = {}  # key -> that config's kwargs and options, merged once
 
     def launch(self, key, grid, *args, before=None, **kwargs):
         """``grid(meta)`` gives the launch grid; ``before(meta)`` runs before a cached-config launch
         (what a config's pre_hook does during tuning, e.g. setting tensor-descriptor block shapes)."""
-        cfg = self.best.get(key)
-        if cfg is None:
+        chosen = self._config_kwargs.get(key)
+        if chosen is None:
             self.tuner[grid](*args, **kwargs)
-            self.best[key] = self.tuner.best_config
+            cfg = self.best[key] = self.tuner.best_config
+            self._config_kwargs[key] = cfg.all_kwargs()
             return
-        meta = {**kwargs, **cfg.all_kwargs()}
+        meta = {**kwargs, **chosen}
         if before is not None:
             before(meta)
-        self.kernel[grid(meta)](*args, **meta)
+        self.launcher(grid(meta), args, meta)

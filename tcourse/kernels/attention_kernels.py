@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import Tuned, is_hopper, on_gpu
+from ._launch import Tuned, cdiv, is_hopper, on_gpu
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -179,7 +179,7 @@ def attention_ptr(q, k, v, causal=False, sm_scale=None, config: dict | None = No
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     o = torch.empty((B, H, S, D), dtype=q.dtype, device=q.device)
     args = (q, k, v, o, H, S, qk_scale, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3])
-    grid = lambda m: (triton.cdiv(S, m["BM"]), B * H)  # noqa: E731
+    grid = lambda m: (cdiv(S, m["BM"]), B * H)  # noqa: E731
     if config is None and on_gpu(q):
         attention_ptr_tuned.launch((S, D, causal, q.dtype), grid, *args, D=D, CAUSAL=causal)
     else:

@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import Tuned, on_gpu
+from ._launch import Launcher, Tuned, cdiv, on_gpu
 
 
 @triton.jit
@@ -24,6 +24,7 @@ GPU_CONFIGS = [triton.Config({"BLOCK": b, "EVICT": e}, num_warps=w) for b, w, e 
                [(1024, 4, ""), (1024, 4, "evict_first"), (2048, 4, ""), (2048, 8, "evict_first"),
                 (4096, 4, ""), (4096, 8, ""), (8192, 8, "")]]
 axpy_tuned = Tuned(axpy_kernel, GPU_CONFIGS, key=["n"])
+axpy_launch = Launcher(axpy_kernel)
 CPU_BLOCK = 1024
 
 
@@ -41,7 +42,7 @@ def axpy(a, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if n == 0:
         return out
     if on_gpu(xc):
-        axpy_tuned.launch((n, xc.dtype), lambda m: (triton.cdiv(n, m["BLOCK"]),), xc, yc, out, a, n)
+        axpy_tuned.launch((n, xc.dtype), lambda m: (cdiv(n, m["BLOCK"]),), xc, yc, out, a, n)
     else:
-        axpy_kernel[(triton.cdiv(n, CPU_BLOCK),)](xc, yc, out, a, n, BLOCK=CPU_BLOCK)
+        axpy_launch((cdiv(n, CPU_BLOCK),), (xc, yc, out, a, n), {"BLOCK": CPU_BLOCK})
     return out

@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_2d, on_gpu
+from ._launch import Launcher, check_2d, next_power_of_2, on_gpu
 
 MAX_BLOCK = 8192  # columns per loop step; rows up to this width stay in registers
 
@@ -46,6 +46,9 @@ def layernorm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, stride_x, stride_o, e
             tl.store(o_row + start + cols, ((x - mean) * rstd * w + b).to(out_ptr.dtype.element_ty), mask=mask)
 
 
+layernorm_launch = Launcher(layernorm_kernel)
+
+
 def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     """Like ``torch.nn.functional.layer_norm(x, (x.shape[1],), weight, bias, eps)``, statistics in fp32."""
     check_2d("layernorm", x)
@@ -57,9 +60,8 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
     out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if x.numel() == 0:
         return out
-    block_n = min(triton.next_power_of_2(n_cols), MAX_BLOCK)
+    block_n = min(next_power_of_2(n_cols), MAX_BLOCK)
     warps = 4 if block_n <= 1024 else 8 if block_n <= 4096 else 16
-    layernorm_kernel[(n_rows,)](x, w, b, out, n_cols, x.stride(0), out.stride(0), eps,
-                                BLOCK_N=block_n, ONE_BLOCK=block_n >= n_cols,
-                                num_warps=warps if on_gpu(x) else 4)
+    layernorm_launch((n_rows,), (x, w, b, out, n_cols, x.stride(0), out.stride(0), float(eps)),
+                     {"BLOCK_N": block_n, "ONE_BLOCK": block_n >= n_cols, "num_warps": warps if on_gpu(x) else 4})
     return out

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import Tuned, check_2d, on_gpu
+from ._launch import Tuned, cdiv, check_2d, next_power_of_2, on_gpu
 
 LOG2E = 1.4426950408889634
 MAX_BLOCK = 16384  # widest row (elements, after rounding up to a power of two) done by one block
@@ -21,8 +21,11 @@ ONLINE_CHUNK = 8192  # columns per program in the multi-block kernel
 def _vec(*ints: int, elem_bytes: int) -> int:
     """Largest element count v <= 16 bytes that divides every value: lets the compiler use 16-byte
     loads even when a row length such as 1000 is not a multiple of 16 (we pass value // v)."""
+    bits = 0
+    for i in ints:  # a power of two divides every value iff it divides their bitwise or
+        bits |= i
     v = max(1, 16 // elem_bytes)
-    while v > 1 and any(i % v for i in ints):
+    while v > 1 and bits % v:
         v //= 2
     return v
 
@@ -106,7 +109,7 @@ def softmax_one_block(x: torch.Tensor) -> torch.Tensor:
     check_2d("softmax", x)
     x = x if x.stride(-1) == 1 else x.contiguous()
     n_rows, n_cols = x.shape
-    block_n = triton.next_power_of_2(n_cols)
+    block_n = next_power_of_2(n_cols)
     if block_n > MAX_BLOCK:
         raise ValueError(f"{n_cols} columns do not fit one block of {MAX_BLOCK}: use softmax_online")
     out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
@@ -115,7 +118,7 @@ def softmax_one_block(x: torch.Tensor) -> torch.Tensor:
     vec = _vec(n_cols, x.stride(0), out.stride(0), elem_bytes=x.element_size())
     args = (x, out, n_rows, n_cols // vec, x.stride(0) // vec, out.stride(0) // vec)
     if on_gpu(x):
-        softmax_rows_tuned.launch((n_rows, n_cols, vec, x.dtype), lambda m: (triton.cdiv(n_rows, m["ROWS"]),),
+        softmax_rows_tuned.launch((n_rows, n_cols, vec, x.dtype), lambda m: (cdiv(n_rows, m["ROWS"]),),
                                   *args, BLOCK_N=block_n, VEC=vec)
     else:
         softmax_rows_kernel[(n_rows,)](*args, BLOCK_N=block_n, ROWS=1, VEC=vec)
@@ -130,7 +133,7 @@ def softmax_online(x: torch.Tensor, chunk: int = ONLINE_CHUNK) -> torch.Tensor:
     out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if x.numel() == 0:
         return out
-    n_chunks = triton.cdiv(n_cols, chunk)
+    n_chunks = cdiv(n_cols, chunk)
     stats_m = torch.empty((n_rows, n_chunks), dtype=torch.float32, device=x.device)
     stats_s = torch.empty_like(stats_m)
     vec = _vec(n_cols, x.stride(0), out.stride(0), elem_bytes=x.element_size())
@@ -138,7 +141,7 @@ def softmax_online(x: torch.Tensor, chunk: int = ONLINE_CHUNK) -> torch.Tensor:
     stats_args = (x, stats_m, stats_s, n_cols // vec, x.stride(0) // vec, n_chunks)
     write_args = (x, out, stats_m, stats_s, n_rows, n_cols // vec, x.stride(0) // vec, out.stride(0) // vec,
                   n_chunks)
-    block_c = triton.next_power_of_2(n_chunks)
+    block_c = next_power_of_2(n_chunks)
     if on_gpu(x):
         key = (n_rows, n_cols, vec, chunk, x.dtype)
         softmax_chunk_stats_tuned.launch(key, lambda m: grid, *stats_args, CHUNK=chunk, VEC=vec)
@@ -152,6 +155,6 @@ def softmax_online(x: torch.Tensor, chunk: int = ONLINE_CHUNK) -> torch.Tensor:
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim of a 2-D tensor (fp32/fp16/bf16; computed in fp32)."""
     check_2d("softmax", x)
-    if triton.next_power_of_2(x.shape[1]) <= MAX_BLOCK:
+    if next_power_of_2(x.shape[1]) <= MAX_BLOCK:
         return softmax_one_block(x)
     return softmax_online(x)

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import check_2d, on_gpu
+from ._launch import Launcher, cdiv, check_2d, on_gpu
 
 
 @triton.jit
@@ -19,6 +19,9 @@ def transpose_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_xn, BM: tl.constexp
     tl.store(out_ptr + rn[None, :].to(tl.int64) * M + rm[:, None], tile, mask=mask)
 
 
+transpose_launch = Launcher(transpose_kernel)
+
+
 def transpose(x: torch.Tensor) -> torch.Tensor:
     """``x.T.contiguous()`` for a 2-D tensor."""
     check_2d("transpose", x)
@@ -27,6 +30,6 @@ def transpose(x: torch.Tensor) -> torch.Tensor:
     if x.numel() == 0:
         return out
     bm, bn = (64, 64) if on_gpu(x) else (32, 32)
-    transpose_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
-        x, out, M, N, x.stride(0), x.stride(1), BM=bm, BN=bn, num_warps=4)
+    transpose_launch((cdiv(M, bm), cdiv(N, bn)), (x, out, M, N, x.stride(0), x.stride(1)),
+                     {"BM": bm, "BN": bn, "num_warps": 4})
     return out
