@@ -1,0 +1,89 @@
+"""Command line: python -m grader check|grade|list|build.
+
+Exit codes: 0 every test passed (or the batch finished), 1 some test did not pass (or build --check
+found stale notebooks), 2 the input is unusable (not a notebook, unknown exercise, corrupt JSON).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _check(a) -> int:
+    from . import grade, rebuild, report
+
+    try:
+        device = grade.resolve_device(a.device)
+        r = grade.grade(Path(a.notebook), device, a.timeout, a.budget, a.seed, a.exercise)
+    except (rebuild.Unusable, grade.NoDevice) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(report.table(r))
+    fb = report.feedback(r)
+    if not r.all_passed or r.notes:
+        print()
+        print(fb)
+    if a.json:
+        report.write_json(r, Path(a.json))
+    return 0 if r.all_passed else 1
+
+
+def _grade(a) -> int:
+    from . import batch, grade
+
+    try:
+        device = grade.resolve_device(a.device)
+    except grade.NoDevice as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return batch.grade_many(a.paths, Path(a.out), device, a.timeout, a.workers, a.force)
+
+
+def _list(a) -> int:
+    from . import registry
+
+    for ex in registry.EXERCISES.values():
+        if ex.written:
+            print(f"{ex.id:<24} written answer, not auto-graded  {ex.title}")
+            continue
+        cpu = [c for c in ex.cases_for("cuda") if not c.gpu_only]
+        gpu = [c for c in ex.cases_for("cuda") if c.gpu_only]
+        print(f"{ex.id:<24} {sum(c.points for c in cpu):g} points on CPU, +{sum(c.points for c in gpu):g} on GPU  {ex.title}")
+        if a.verbose:
+            for c in cpu + gpu:
+                print(f"    {c.points:4g}  {'GPU ' if c.gpu_only else '    '}{c.name}")
+    return 0
+
+
+def _build(a) -> int:
+    from . import build
+
+    return build.build(a.check)
+
+
+def main(argv=None) -> int:
+    from .grade import DEFAULT_CELL_TIMEOUT
+
+    p = argparse.ArgumentParser(prog="python -m grader", description="Grade Triton course exercises.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check", help="grade one notebook and print a table")
+    c.add_argument("notebook")
+    c.add_argument("--json", help="write the result as JSON to this file")
+    g = sub.add_parser("grade", help="grade many notebooks (files or folders) into a gradebook")
+    g.add_argument("paths", nargs="+")
+    g.add_argument("--out", required=True, help="folder for gradebook.csv and per-submission JSON/feedback")
+    g.add_argument("--workers", type=int, default=1, help="submissions graded at once")
+    g.add_argument("--force", action="store_true", help="re-grade even unchanged submissions")
+    for q in (c, g):
+        q.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+        q.add_argument("--timeout", type=float, default=DEFAULT_CELL_TIMEOUT, help="per-cell timeout in seconds")
+    c.add_argument("--budget", type=float, help="whole-submission budget in seconds (default: from the test count)")
+    c.add_argument("--seed", type=int, help="input seed (default: fresh each run)")
+    c.add_argument("--exercise", help="grade as this exercise even without notebook metadata")
+    ls = sub.add_parser("list", help="exercises, points, GPU-only tests")
+    ls.add_argument("-v", "--verbose", action="store_true", help="list every test")
+    b = sub.add_parser("build", help="regenerate exercises/ and solutions/ from grader/exercise_src/")
+    b.add_argument("--check", action="store_true", help="exit 1 if the notebooks are out of sync")
+    a = p.parse_args(argv)
+    return {"check": _check, "grade": _grade, "list": _list, "build": _build}[a.cmd](a)

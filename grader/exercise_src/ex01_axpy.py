@@ -1,0 +1,84 @@
+# %% [markdown] id=ex01-intro
+# # 练习 1：AXPY（`out = a * x + y`）
+#
+# 把向量加法改成 AXPY：每个元素 `out[i] = a * x[i] + y[i]`，`a` 是一个 Python 标量。
+#
+# **要做的事**
+# 1. 写 `axpy_kernel`：每个 program 处理连续的 `BLOCK_SIZE` 个元素。
+# 2. 写包装函数 `axpy(a, x, y, out=None, BLOCK_SIZE=1024)`：算 grid，启动 kernel，返回 `out`。
+#
+# **规则**（评分器会检查）
+# - 结果必须由你的 Triton kernel 算出来；在包装函数里用 torch 算（`a * x + y`、`torch.add`……）记 0 分。
+# - 结果写进参数 `out`（模板已经写好分配 `out` 的那一行），最后 `return out`。不要修改 `x`、`y`。
+# - 评分器会用没见过的长度（1、质数、BLOCK_SIZE±1、很大的 n）和 float32/float16（GPU 上还有 bfloat16）测试。
+# - 只有标记为答案的代码单元会被评分：辅助代码也要写在这些单元里。
+# %% id=ex01-setup role=setup
+import tcourse
+rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
+import torch, triton, triton.language as tl
+# %% [markdown] id=ex01-spec-md
+# ## 规格（纯 torch）
+# 评分器用的参考就是这个函数（在 float64 里算）。
+# %% id=ex01-spec role=given
+def axpy_spec(a: float, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return a * x + y
+# %% [markdown] id=ex01-kernel-md
+# ## 你的 kernel
+# 提示：`offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)`；最后一个 program 可能有一部分 `offs >= n`。
+# %% id=ex01-kernel role=solution
+# 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
+@triton.jit
+def axpy_kernel(x_ptr, y_ptr, out_ptr, a, n, BLOCK_SIZE: tl.constexpr):
+    ### BEGIN SOLUTION
+    pid = tl.program_id(0)
+    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, a * x + y, mask=mask)
+    ### STUB
+    # TODO: 1) 这个 program 负责哪些元素？ 2) 哪些是有效的？ 3) load、计算、store
+    pass
+    ### END SOLUTION
+
+
+def axpy(a, x, y, out=None, BLOCK_SIZE=1024):
+    out = torch.empty_like(x) if out is None else out
+    ### BEGIN SOLUTION
+    n = x.numel()
+    grid = (triton.cdiv(n, BLOCK_SIZE),)
+    axpy_kernel[grid](x, y, out, a, n, BLOCK_SIZE=BLOCK_SIZE)
+    ### STUB
+    # TODO: 算 grid（需要多少个 program？），然后 axpy_kernel[grid](...)
+    raise NotImplementedError("TODO: launch axpy_kernel")
+    ### END SOLUTION
+    return out
+# %% [markdown] id=ex01-selfcheck-md
+# ## 自检
+# 下面的单元用几个公开的形状检查你的 kernel（和评分器用同样的保护区和信息）。
+#
+# **最常见的错误**：忘了 `mask`。在 GPU 上越界访问可能直接报错，也可能悄悄写坏相邻的内存；
+# 在 CPU 解释器上它**什么错都不报**，所以自检和评分器在输出前后放了保护区来抓它。
+# %% id=ex01-selfcheck role=selfcheck
+from grader import selfcheck
+selfcheck.check("ex01_axpy", globals())
+# %% [markdown] id=ex01-bench-md
+# ## BLOCK_SIZE 和带宽（只在 GPU 上计时）
+# 在 GPU 上比较 `BLOCK_SIZE = 256 / 512 / 1024 / 2048` 的带宽（和 torch 的 `a * x + y` 在同一次运行里交替计时）。
+# 在 CPU 上这个单元不计时（解释器的时间衡量的是 Python，不是 GPU），只显示 GPU 上记录的结果（还没有记录时只打印一句说明）。
+# %% id=ex01-bench role=demo
+def block_size_sweep():
+    import tcourse.bench
+    n = 1 << 24
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.empty_like(x)
+    rows = []
+    for bs in (256, 512, 1024, 2048):
+        c = tcourse.bench.compare(lambda: axpy(2.0, x, y, out, BLOCK_SIZE=bs), lambda: 2.0 * x + y, nbytes=3 * 4 * n)
+        rows.append({"BLOCK_SIZE": bs, "triton_GBs": c.rate(c.ours), "torch_GBs": c.rate(c.torch)})
+    return rows
+
+
+rows = rt.live_or_recorded("ex01_axpy_block_sweep", block_size_sweep, what="BLOCK_SIZE 带宽比较")
+for row in rows or []:
+    print(f"BLOCK_SIZE={row['BLOCK_SIZE']:5d}  triton {row['triton_GBs']:7.1f} GB/s   torch {row['torch_GBs']:7.1f} GB/s")

@@ -1,0 +1,68 @@
+# %% [markdown] id=ex02-intro
+# # 练习 2：按行 softmax（列数不是 2 的幂）
+#
+# 对二维张量 `x`（形状 `(n_rows, n_cols)`）的每一行做 softmax：
+# `out[i, j] = exp(x[i, j] - max_j x[i, :]) / sum_j exp(x[i, j] - max_j x[i, :])`。
+#
+# **要做的事**
+# 1. 写 `softmax_kernel`：一个 program 处理一整行（`BLOCK_SIZE` 是不小于 `n_cols` 的 2 的幂）。
+# 2. 写包装函数 `softmax(x, out=None)`：选 `BLOCK_SIZE`、算 grid、启动 kernel，返回 `out`。
+#
+# **规则**（评分器会检查）
+# - 结果必须由你的 Triton kernel 算出来；用 `torch.softmax`、`torch.exp` 等记 0 分。
+# - 写进参数 `out` 并返回它；不要修改 `x`。行与行之间可能有 stride（用 `x.stride(0)`）。
+# - float16 输入也要支持：在 kernel 里先转成 float32 再算（`x.to(tl.float32)`），存回时 `tl.store` 会按 `out` 的类型转换。
+# - 评分器会测：列数 1、质数、127/129、781、1000，以及数值很大的输入（约 ±150）。
+# %% id=ex02-setup role=setup
+import tcourse
+rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
+import torch, triton, triton.language as tl
+# %% [markdown] id=ex02-spec-md
+# ## 规格（纯 torch）
+# %% id=ex02-spec role=given
+def softmax_spec(x: torch.Tensor) -> torch.Tensor:
+    z = x.double() - x.double().max(dim=1, keepdim=True).values
+    e = z.exp()
+    return (e / e.sum(dim=1, keepdim=True)).to(x.dtype)
+# %% [markdown] id=ex02-kernel-md
+# ## 你的 kernel
+# 提示：`cols = tl.arange(0, BLOCK_SIZE)`，`mask = cols < n_cols`。被 mask 掉的位置读进来应该是多少，
+# 才不会影响最大值和求和？
+# %% id=ex02-kernel role=solution
+# 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
+@triton.jit
+def softmax_kernel(x_ptr, out_ptr, n_cols, stride_x, stride_out, BLOCK_SIZE: tl.constexpr):
+    ### BEGIN SOLUTION
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    z = x - tl.max(x, axis=0)
+    e = tl.exp(z)
+    tl.store(out_ptr + row * stride_out + cols, e / tl.sum(e, axis=0), mask=mask)
+    ### STUB
+    # TODO: 读一行（带 mask），减去最大值，exp，除以总和，写回（带 mask）
+    pass
+    ### END SOLUTION
+
+
+def softmax(x, out=None):
+    out = torch.empty_like(x) if out is None else out
+    ### BEGIN SOLUTION
+    n_rows, n_cols = x.shape
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    softmax_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=BLOCK_SIZE)
+    ### STUB
+    # TODO: BLOCK_SIZE = ?；grid = ?；softmax_kernel[grid](...)
+    raise NotImplementedError("TODO: launch softmax_kernel")
+    ### END SOLUTION
+    return out
+# %% [markdown] id=ex02-selfcheck-md
+# ## 自检
+#
+# **最常见的错误**：mask 掉的列用 `other=0.0` 读进来。0 会参与最大值和 `sum(exp(...))`，
+# 每一行的分母都多了一些 `exp(0 - max)`，结果整体偏小。应该用 `other=float("-inf")`：`exp(-inf) = 0`。
+# 第二常见：不减最大值直接 `exp`，输入一大就溢出成 `inf`，最后得到 `nan`。
+# %% id=ex02-selfcheck role=selfcheck
+from grader import selfcheck
+selfcheck.check("ex02_softmax", globals())

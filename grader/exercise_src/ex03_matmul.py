@@ -1,0 +1,103 @@
+# %% [markdown] id=ex03-intro
+# # 练习 3：最小 matmul
+#
+# 计算 `out = a @ b`，`a` 形状 `(M, K)`，`b` 形状 `(K, N)`。每个 program 负责 `out` 的一个
+# `BLOCK_M x BLOCK_N` tile，沿 K 方向每次取 `BLOCK_K`，用 `tl.dot` 累加到 float32 的 `acc` 里。
+#
+# **要做的事**
+# 1. 写 `matmul_kernel`（stride 都作为参数传进来）。
+# 2. 写包装函数 `matmul(a, b, out=None, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, num_stages=2)`。
+#    `num_warps`/`num_stages` 是启动参数（`kernel[grid](..., num_warps=..., num_stages=...)`），不是 kernel 的参数。
+#
+# **规则**（评分器会检查）
+# - 结果必须由你的 Triton kernel 算出来；`torch.matmul`、`@` 等记 0 分。
+# - 写进 `out` 并返回；不要修改 `a`、`b`。
+# - 输入不一定是连续的：有的测试里 `b` 是转置视图、`a` 的行之间有空隙。用 `.stride()`。
+# - 形状包括 1x1x1、质数、33x31x65（块大小 ±1）、257x129x190；float32 和 float16（GPU 上还有 bfloat16）。
+# %% id=ex03-setup role=setup
+import tcourse
+rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
+import torch, triton, triton.language as tl
+# %% [markdown] id=ex03-spec-md
+# ## 规格（纯 torch）
+# %% id=ex03-spec role=given
+def matmul_spec(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a.double() @ b.double()).to(a.dtype)
+# %% [markdown] id=ex03-kernel-md
+# ## 你的 kernel
+# 提示：`rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)`，`rk = k0 + tl.arange(0, BLOCK_K)`，
+# A 块的指针是 `a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak`。
+# %% id=ex03-kernel role=solution
+# 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, out_ptr, M, N, K,
+                  stride_am, stride_ak, stride_bk, stride_bn, stride_om, stride_on,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    ### BEGIN SOLUTION
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        rk = k0 + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak,
+                    mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn,
+                    mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :] * stride_on, acc,
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+    ### STUB
+    # TODO: 这个 program 的 (pid_m, pid_n)；沿 K 循环 load A/B 块（带 mask, other=0.0），tl.dot 累加；store（带 mask）
+    pass
+    ### END SOLUTION
+
+
+def matmul(a, b, out=None, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, num_stages=2):
+    M, K = a.shape
+    K2, N = b.shape
+    assert K == K2, "inner dimensions differ"
+    out = torch.empty((M, N), device=a.device, dtype=a.dtype) if out is None else out
+    ### BEGIN SOLUTION
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    matmul_kernel[grid](a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                        out.stride(0), out.stride(1), BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+                        num_warps=num_warps, num_stages=num_stages)
+    ### STUB
+    # TODO: 二维 grid；matmul_kernel[grid](..., num_warps=num_warps, num_stages=num_stages)
+    raise NotImplementedError("TODO: launch matmul_kernel")
+    ### END SOLUTION
+    return out
+# %% [markdown] id=ex03-selfcheck-md
+# ## 自检
+#
+# **最常见的错误**：K 方向不 mask。K 不是 `BLOCK_K` 的整数倍时，最后一个 K 块会读到这一行后面的
+# 元素（下一行的开头，或者张量外面），`tl.dot` 把它们也乘进去了。A 和 B 的 load 都要按 K mask，`other=0.0`。
+# 第二常见：假设输入是连续的，把 `stride_bk` 写成 `N`——`b` 是转置视图时就错了。
+# %% id=ex03-selfcheck role=selfcheck
+from grader import selfcheck
+selfcheck.check("ex03_matmul", globals())
+# %% [markdown] id=ex03-sweep-md
+# ## 配置扫描（只在 GPU 上计时）
+# 在 GPU 上对 2048^3 的 float16 matmul 试几组 `BLOCK_M/N/K, num_warps, num_stages`，和 torch 在同一次运行里交替计时。
+# 记下哪一组最快、快多少：tile 形状通常比 stages/warps 影响大。
+# %% id=ex03-sweep role=demo
+CONFIGS = [(32, 32, 32, 4, 2), (64, 64, 32, 4, 3), (128, 64, 32, 4, 3), (128, 128, 32, 8, 3), (128, 128, 64, 8, 4)]
+
+
+def config_sweep():
+    import tcourse.bench
+    a = torch.randn(2048, 2048, device="cuda", dtype=torch.float16)
+    b = torch.randn(2048, 2048, device="cuda", dtype=torch.float16)
+    rows = []
+    for bm, bn, bk, w, s in CONFIGS:
+        c = tcourse.bench.compare(lambda: matmul(a, b, None, bm, bn, bk, w, s), lambda: a @ b, flops=2 * 2048 ** 3)
+        rows.append({"config": f"BLOCK {bm}x{bn}x{bk} warps={w} stages={s}",
+                     "triton_TFLOPs": c.rate(c.ours), "torch_TFLOPs": c.rate(c.torch)})
+    return rows
+
+
+rows = rt.live_or_recorded("ex03_matmul_config_sweep", config_sweep, what="matmul 配置扫描")
+for row in rows or []:
+    print(f"{row['config']:<36} triton {row['triton_TFLOPs']:6.1f} TFLOP/s   torch {row['torch_TFLOPs']:6.1f} TFLOP/s")

@@ -1,0 +1,93 @@
+# %% [markdown] id=ex04-intro
+# # 练习 4：GROUP_M 程序编号重排（swizzle）
+#
+# matmul 的 `out` 被切成 `num_pid_m x num_pid_n` 个 tile，一维 grid 里第 `pid` 个 program 算哪个 tile？
+# 按行走（`pid_m = pid // num_pid_n`）时，同时在跑的 program 读同一行 A，却要读几乎所有的 B 列块，L2 复用差。
+# **GROUP_M 重排**：把 `GROUP_M` 行 tile 分成一组，组内**按列**走：先把一组的 `GROUP_M` 个 tile 竖着走完一列，再到下一列；
+# 一组走完再到下一组。最后一组可能不满 `GROUP_M` 行。
+#
+# **要做的事**
+# 1. `pid_to_tile(pid, num_pid_m, num_pid_n, GROUP_M) -> (pid_m, pid_n)`：纯整数运算（`//`、`%`、`min`），不许用循环或列表。
+# 2. `swizzle_kernel` + `swizzle_map(num_pid_m, num_pid_n, GROUP_M, out=None)`：在 Triton kernel 里用同样的公式，
+#    每个 program 把自己的 `(pid_m, pid_n)` 写进 `out[pid, 0]`、`out[pid, 1]`（`out` 是 `(num_pid_m*num_pid_n, 2)` 的 int32）。
+#    kernel 里用 `tl.minimum` 代替 `min`。
+#
+# 评分器会对很多组 `(num_pid_m, num_pid_n, GROUP_M)` 检查第 1 部分（不需要 GPU，也不启动 kernel），再用几组检查第 2 部分。
+# %% id=ex04-setup role=setup
+import tcourse
+rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
+import torch, triton, triton.language as tl
+# %% [markdown] id=ex04-spec-md
+# ## 规格
+# 用循环把顺序列出来：`order[pid] == (pid_m, pid_n)`。你的公式要给出同样的顺序，但不能用循环。
+# %% id=ex04-spec role=given
+def swizzle_order_spec(num_pid_m, num_pid_n, GROUP_M):
+    order = []
+    for first_m in range(0, num_pid_m, GROUP_M):            # 一组接一组
+        rows = range(first_m, min(first_m + GROUP_M, num_pid_m))
+        for pid_n in range(num_pid_n):                      # 组内按列
+            for pid_m in rows:
+                order.append((pid_m, pid_n))
+    return order
+
+print(swizzle_order_spec(5, 3, 2))
+# %% [markdown] id=ex04-func-md
+# ## 第 1 部分：公式
+# 提示：一组有 `GROUP_M * num_pid_n` 个 program；先算 `group_id` 和这一组的第一行 `first_pid_m`，
+# 再算这一组实际有几行 `group_size_m`。
+# %% id=ex04-func role=solution
+# 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
+def pid_to_tile(pid, num_pid_m, num_pid_n, GROUP_M):
+    ### BEGIN SOLUTION
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+    ### STUB
+    # TODO: num_pid_in_group, group_id, first_pid_m, group_size_m -> (pid_m, pid_n)
+    raise NotImplementedError("TODO: pid_to_tile")
+    ### END SOLUTION
+# %% [markdown] id=ex04-kernel-md
+# ## 第 2 部分：在 kernel 里
+# %% id=ex04-kernel role=solution
+# 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
+@triton.jit
+def swizzle_kernel(out_ptr, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    ### BEGIN SOLUTION
+    pid = tl.program_id(0)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    tl.store(out_ptr + pid * 2, pid_m)
+    tl.store(out_ptr + pid * 2 + 1, pid_n)
+    ### STUB
+    # TODO: 和 pid_to_tile 一样的公式（min -> tl.minimum），写 out[pid, 0] 和 out[pid, 1]
+    pass
+    ### END SOLUTION
+
+
+def swizzle_map(num_pid_m, num_pid_n, GROUP_M, out=None):
+    device = "cuda" if rt.gpu else "cpu"
+    out = torch.empty((num_pid_m * num_pid_n, 2), dtype=torch.int32, device=device) if out is None else out
+    ### BEGIN SOLUTION
+    swizzle_kernel[(num_pid_m * num_pid_n,)](out, num_pid_m, num_pid_n, GROUP_M=GROUP_M)
+    ### STUB
+    # TODO: 一维 grid，每个 tile 一个 program
+    raise NotImplementedError("TODO: launch swizzle_kernel")
+    ### END SOLUTION
+    return out
+# %% [markdown] id=ex04-selfcheck-md
+# ## 自检
+#
+# **最常见的错误**：把组的大小一律当成 `GROUP_M`。当 `num_pid_m` 不是 `GROUP_M` 的整数倍时，最后一组不满，
+# `% GROUP_M` 会算出超出范围的 `pid_m`，`// GROUP_M` 会让一些 tile 没人算、另一些被算两次。
+# 取模和除法都要用 `group_size_m = min(num_pid_m - first_pid_m, GROUP_M)`。
+# %% id=ex04-selfcheck role=selfcheck
+from grader import selfcheck
+selfcheck.check("ex04_group_m_swizzle", globals())

@@ -1,0 +1,68 @@
+# %% [markdown] id=ex05-intro
+# # 练习 5：LayerNorm 前向
+#
+# 对二维 `x`（`(n_rows, n_cols)`）的每一行：`mean = x.mean()`，`var = ((x - mean)**2).mean()`，
+# `out = (x - mean) / sqrt(var + eps) * weight + bias`（`weight`、`bias` 形状 `(n_cols,)`）。
+#
+# **要做的事**
+# 1. `layernorm_kernel`：一个 program 处理一行（`BLOCK_SIZE` = 不小于 `n_cols` 的 2 的幂），在 float32 里算。
+# 2. `layernorm(x, weight, bias, eps=1e-5, out=None)`：启动 kernel，返回 `out`。
+#
+# **规则**：结果由 Triton kernel 算（`torch.nn.functional.layer_norm`、`torch.mean`、`torch.var` 记 0 分）；
+# 写进 `out` 并返回；不修改输入。测试包括列数 1、7、127、129、781、1000，float16，以及每行均值约 1000 的输入。
+# %% id=ex05-setup role=setup
+import tcourse
+rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
+import torch, triton, triton.language as tl
+# %% [markdown] id=ex05-spec-md
+# ## 规格（纯 torch）
+# %% id=ex05-spec role=given
+def layernorm_spec(x, weight, bias, eps=1e-5):
+    xd = x.double()
+    mean = xd.mean(dim=1, keepdim=True)
+    var = ((xd - mean) ** 2).mean(dim=1, keepdim=True)
+    return ((xd - mean) / torch.sqrt(var + eps) * weight.double() + bias.double()).to(x.dtype)
+# %% [markdown] id=ex05-kernel-md
+# ## 你的 kernel
+# %% id=ex05-kernel role=solution
+# 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
+@triton.jit
+def layernorm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, stride_x, stride_out, eps, BLOCK_SIZE: tl.constexpr):
+    ### BEGIN SOLUTION
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / n_cols
+    xc = tl.where(mask, x - mean, 0.0)
+    var = tl.sum(xc * xc, axis=0) / n_cols
+    rstd = 1.0 / tl.sqrt(var + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + row * stride_out + cols, xc * rstd * w + b, mask=mask)
+    ### STUB
+    # TODO: 读一行（mask），均值，方差（只算有效列！），归一化，乘 weight 加 bias，写回（mask）
+    pass
+    ### END SOLUTION
+
+
+def layernorm(x, weight, bias, eps=1e-5, out=None):
+    out = torch.empty_like(x) if out is None else out
+    ### BEGIN SOLUTION
+    n_rows, n_cols = x.shape
+    layernorm_kernel[(n_rows,)](x, weight, bias, out, n_cols, x.stride(0), out.stride(0), eps,
+                                BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    ### STUB
+    # TODO: grid = 每行一个 program；BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    raise NotImplementedError("TODO: launch layernorm_kernel")
+    ### END SOLUTION
+    return out
+# %% [markdown] id=ex05-selfcheck-md
+# ## 自检
+#
+# **最常见的错误**：mask 掉的列也进了方差。`other=0.0` 读进来的 0 在 `x - mean` 之后变成 `-mean`，
+# 平方后加进方差里。要用 `tl.where(mask, x - mean, 0.0)`，并且除以 `n_cols` 而不是 `BLOCK_SIZE`。
+# 另一个：用 `E[x^2] - E[x]^2` 求方差，均值大时两项几乎相等，float32 里相减只剩噪声。
+# %% id=ex05-selfcheck role=selfcheck
+from grader import selfcheck
+selfcheck.check("ex05_layernorm", globals())

@@ -1,0 +1,62 @@
+# %% [markdown] id=ex06-intro
+# # 练习 6：二维带 stride 的转置
+#
+# 给定二维 `x`（形状 `(M, N)`，**不一定连续**），写出连续的 `out = x.T`（形状 `(N, M)`）。
+# 每个 program 负责一个 `BLOCK_M x BLOCK_N` 的块：按 `x` 的 stride 读进来，转置后按 `out` 的 stride 写出去。
+#
+# **要做的事**：`transpose_kernel` 和 `transpose(x, out=None, BLOCK_M=32, BLOCK_N=32)`。
+#
+# **规则**：结果由 Triton kernel 写（`x.t().contiguous()`、`out.copy_(...)`、`.clone()` 记 0 分）；写进 `out` 并返回；
+# 不修改 `x`。测试里有行之间有空隙的 `x`（`x.stride(0) > N`）和本身就是转置视图的 `x`（`x.stride() == (1, M)`）。
+# 转置只搬数据，结果必须**逐位相等**。
+# %% id=ex06-setup role=setup
+import tcourse
+rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
+import torch, triton, triton.language as tl
+# %% [markdown] id=ex06-spec-md
+# ## 规格（纯 torch）
+# %% id=ex06-spec role=given
+def transpose_spec(x: torch.Tensor) -> torch.Tensor:
+    return x.t().contiguous()
+# %% [markdown] id=ex06-kernel-md
+# ## 你的 kernel
+# 提示：`x` 块的指针是 `x_ptr + rm[:, None] * stride_xm + rn[None, :] * stride_xn`；
+# 写 `out[n, m]` 的指针是 `out_ptr + rn[None, :] * stride_on + rm[:, None] * stride_om`
+#（不用 `tl.trans` 也可以：直接用转置后的指针写）。
+# %% id=ex06-kernel role=solution
+# 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
+@triton.jit
+def transpose_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_xn, stride_on, stride_om,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    ### BEGIN SOLUTION
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    tile = tl.load(x_ptr + rm[:, None] * stride_xm + rn[None, :] * stride_xn, mask=mask)
+    tl.store(out_ptr + rn[None, :] * stride_on + rm[:, None] * stride_om, tile, mask=mask)
+    ### STUB
+    # TODO: 这个 program 的行块 rm、列块 rn；二维 mask；按 x 的 stride 读；按 out 的 stride 写到 (rn, rm)
+    pass
+    ### END SOLUTION
+
+
+def transpose(x, out=None, BLOCK_M=32, BLOCK_N=32):
+    M, N = x.shape
+    out = torch.empty((N, M), device=x.device, dtype=x.dtype) if out is None else out
+    ### BEGIN SOLUTION
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    transpose_kernel[grid](x, out, M, N, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
+                           BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    ### STUB
+    # TODO: 二维 grid；把 x 和 out 的 stride 都传进去
+    raise NotImplementedError("TODO: launch transpose_kernel")
+    ### END SOLUTION
+    return out
+# %% [markdown] id=ex06-selfcheck-md
+# ## 自检
+#
+# **最常见的错误**：假设 `x` 是连续的，用 `N` 代替 `x.stride(0)`、用 1 代替 `x.stride(1)`。对连续的 `x` 结果正确，
+# 换成切片或转置视图就错了。第二常见：只 mask 一个方向，行数或列数不是块大小的整数倍时越界。
+# %% id=ex06-selfcheck role=selfcheck
+from grader import selfcheck
+selfcheck.check("ex06_transpose", globals())

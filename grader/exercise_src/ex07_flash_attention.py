@@ -1,0 +1,95 @@
+# %% [markdown] id=ex07-intro
+# # 练习 7：FlashAttention 风格的注意力前向
+#
+# `q, k, v` 形状都是 `(B, H, S, D)`（连续存放），`out = softmax(q @ k^T * sm_scale) @ v`，`sm_scale` 默认 `D ** -0.5`；
+# `causal=True` 时 query `i` 只能看 key `j <= i`。
+#
+# 不能把 `S x S` 的分数矩阵整个存下来：每个 program 负责 `BLOCK_M` 个 query，沿 key 方向一块一块（`BLOCK_N`）地走，
+# 用 **online softmax** 维护每行的最大值 `m`、分母 `l` 和累加器 `acc`：新块来时
+# `m_new = max(m, rowmax(s))`，`alpha = exp(m - m_new)`，`l = l * alpha + rowsum(p)`，`acc = acc * alpha + p @ v`。
+#
+# **要做的事**：`attention_kernel` 和 `attention(q, k, v, causal=False, sm_scale=None, out=None, BLOCK_M=16, BLOCK_N=16)`。
+#
+# **规则**：结果由 Triton kernel 算（`torch.softmax`、`torch.matmul`、`scaled_dot_product_attention` 等记 0 分）；写进 `out` 并返回。
+# `D` 是 16、32 或 64（`tl.dot` 要求每维至少 16）。测试包括 S=1、17、65、100，causal 与否，float16，以及很大的 q。
+# %% id=ex07-setup role=setup
+import tcourse
+rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
+import torch, triton, triton.language as tl
+# %% [markdown] id=ex07-spec-md
+# ## 规格（纯 torch，会存下整个分数矩阵——这正是我们要避免的）
+# %% id=ex07-spec role=given
+def attention_spec(q, k, v, causal=False, sm_scale=None):
+    qd, kd, vd = q.double(), k.double(), v.double()
+    sm_scale = q.shape[-1] ** -0.5 if sm_scale is None else sm_scale
+    s = qd @ kd.transpose(-1, -2) * sm_scale
+    if causal:
+        S = q.shape[-2]
+        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return (torch.softmax(s, dim=-1) @ vd).to(q.dtype)
+# %% [markdown] id=ex07-kernel-md
+# ## 你的 kernel
+# 提示：超出 `S` 的 key、以及 causal 时 `j > i` 的 key，分数都设成 `float("-inf")`（`tl.where`），不是 0。
+# %% id=ex07-kernel role=solution
+# 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
+@triton.jit
+def attention_kernel(q_ptr, k_ptr, v_ptr, out_ptr, S, H, sm_scale, stride_b, stride_h, stride_s,
+                     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_D: tl.constexpr):
+    ### BEGIN SOLUTION
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    base = (bh // H) * stride_b + (bh % H) * stride_h
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rd = tl.arange(0, HEAD_D)
+    q = tl.load(q_ptr + base + rm[:, None] * stride_s + rd[None, :], mask=rm[:, None] < S, other=0.0)
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_D), tl.float32)
+    if CAUSAL:
+        hi = tl.minimum((pid_m + 1) * BLOCK_M, S)
+    else:
+        hi = S
+    for n0 in range(0, hi, BLOCK_N):
+        rn = n0 + tl.arange(0, BLOCK_N)
+        kv_off = base + rn[:, None] * stride_s + rd[None, :]
+        k = tl.load(k_ptr + kv_off, mask=rn[:, None] < S, other=0.0)
+        v = tl.load(v_ptr + kv_off, mask=rn[:, None] < S, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * sm_scale
+        valid = rn[None, :] < S
+        if CAUSAL:
+            valid = valid & (rn[None, :] <= rm[:, None])
+        s = tl.where(valid, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    tl.store(out_ptr + base + rm[:, None] * stride_s + rd[None, :], acc / l_i[:, None], mask=rm[:, None] < S)
+    ### STUB
+    # TODO: 读 q 块；初始化 m_i=-inf、l_i=0、acc=0；沿 key 一块一块：分数、mask（-inf）、online softmax 更新；最后 acc / l_i 写回
+    pass
+    ### END SOLUTION
+
+
+def attention(q, k, v, causal=False, sm_scale=None, out=None, BLOCK_M=16, BLOCK_N=16):
+    B, H, S, D = q.shape
+    out = torch.empty_like(q) if out is None else out
+    sm_scale = D ** -0.5 if sm_scale is None else sm_scale
+    ### BEGIN SOLUTION
+    grid = (triton.cdiv(S, BLOCK_M), B * H)
+    attention_kernel[grid](q, k, v, out, S, H, sm_scale, q.stride(0), q.stride(1), q.stride(2),
+                           CAUSAL=causal, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_D=D)
+    ### STUB
+    # TODO: grid = (query 块数, B * H)；启动 attention_kernel
+    raise NotImplementedError("TODO: launch attention_kernel")
+    ### END SOLUTION
+    return out
+# %% [markdown] id=ex07-selfcheck-md
+# ## 自检
+#
+# **最常见的错误**：换到下一个 key 块时忘了把旧的 `acc` 和 `l_i` 乘 `alpha`。只有一个 key 块（S 很小）时看不出来，
+# S 一大就错。第二常见：超出 `S` 或 causal 遮住的位置把分数设成 0 而不是 `-inf`，`exp(0 - m)` 不是 0。
+# %% id=ex07-selfcheck role=selfcheck
+from grader import selfcheck
+selfcheck.check("ex07_flash_attention", globals())

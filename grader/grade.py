@@ -1,0 +1,136 @@
+"""Grade one submission: load -> rebuild -> plan inputs -> run in a worker -> judge each case here."""
+from __future__ import annotations
+
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import compare, execute, rebuild, registry
+from .compare import TestResult
+from .plan import make_plan
+
+DEFAULT_CELL_TIMEOUT = 60.0
+
+
+@dataclass
+class Result:
+    exercise: str
+    device: str
+    tests: list[TestResult]
+    duration_s: float
+    seed: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return round(sum(t.points for t in self.tests), 2)
+
+    @property
+    def max_score(self) -> float:
+        """Points that could be earned on this device (skipped GPU-only tests are not counted)."""
+        return round(sum(t.max_points for t in self.tests if t.status != "skipped"), 2)
+
+    @property
+    def all_passed(self) -> bool:
+        return all(t.status in ("passed", "skipped") for t in self.tests)
+
+    def as_dict(self, versions: dict) -> dict:
+        return {"exercise": self.exercise, "score": self.score, "max_score": self.max_score, "device": self.device,
+                "versions": versions, "duration_s": round(self.duration_s, 2), "seed": self.seed,
+                "skipped_points": round(sum(t.max_points for t in self.tests if t.status == "skipped"), 2),
+                "notes": self.notes, "tests": [t.as_dict() for t in self.tests]}
+
+
+class NoDevice(RuntimeError):
+    """--device cuda on a machine without a CUDA GPU."""
+
+
+def resolve_device(device: str) -> str:
+    if device in ("auto", "cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            return "cuda"
+        if device == "cuda":
+            raise NoDevice("--device cuda, but torch.cuda.is_available() is False on this machine")
+    return "cpu"
+
+
+def budget_for(n_cases: int, cell_timeout: float) -> float:
+    """Whole-submission budget: kernel start + setup + student cells + all cases, capped."""
+    return min(60.0 + cell_timeout * 2 + 20.0 * n_cases, 600.0 + cell_timeout)
+
+
+def grade(path: Path, device: str = "cpu", cell_timeout: float = DEFAULT_CELL_TIMEOUT,
+          budget: float | None = None, seed: int | None = None, exercise: str | None = None) -> Result:
+    """Raises :class:`rebuild.Unusable` for an input that cannot be graded at all."""
+    sub = rebuild.load(path, exercise)
+    ex = registry.get(sub.exercise)
+    seed = secrets.randbelow(2**31) if seed is None else seed
+    t0 = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="tcourse-grade-"))
+    try:
+        plan, planned = make_plan(ex, device, seed, workdir, only_cpu=device != "cuda")
+        nb = rebuild.graded_notebook(sub, [pc.id for pc in planned])
+        run = execute.run(nb, workdir, device, cell_timeout,
+                          budget if budget is not None else budget_for(len(planned), cell_timeout))
+        tests = _verdicts(ex, planned, run, workdir, device)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if device != "cuda":
+        tests += [compare.skipped(c, "需要 GPU：性能分只在 GPU 上计时（解释器的时间衡量的是 Python）。" if c.mode == "perf"
+                                  else "需要 GPU：解释器下 bfloat16 的结果不可靠，只在 GPU 上测。")
+                  for c in ex.cases_for("cuda") if c.gpu_only]
+    return Result(ex.id, device, tests, time.monotonic() - t0, seed, sub.notes)
+
+
+def _verdicts(ex, planned, run: execute.Execution, workdir: Path, device: str) -> list[TestResult]:
+    # The first template/student cell that did not finish decides every case.
+    blocking = next((c for c in run.cells.values() if c["role"] in ("setup", "given", "solution")
+                     and c["status"] != "ok"), None)
+    tests = []
+    correct_so_far = True
+    for pc in planned:
+        mk = lambda status, msg: TestResult(pc.case.name, status, 0.0, pc.case.points, msg)  # noqa: E731
+        cell = run.cells.get(f"harness-{pc.id}")
+        if blocking is not None:
+            tests.append(_blocked(blocking, mk))
+        elif cell is None:
+            if run.budget_exceeded:
+                tests.append(mk("timeout", "整份作业的时间预算用完了，这个测试没有运行（前面某个测试或单元太慢或死循环？）。"))
+            elif any(c["status"] == "dead" for c in run.cells.values()):
+                tests.append(mk("crashed", "内核在前面的测试中崩溃了，这个测试没有运行。"))
+            else:
+                tests.append(mk("crashed", f"评分进程异常退出（exit {run.worker_rc}），这个测试没有运行。"
+                                           f"{_last_line(run.worker_stderr)}"))
+        elif cell["status"] == "timeout":
+            tests.append(mk("timeout", "这个测试超时了：kernel 或包装函数里有死循环，或者太慢（grid 太大？）。"))
+        elif cell["status"] == "dead":
+            tests.append(mk("crashed", "运行这个测试时内核崩溃了（进程退出或段错误）：常见原因是越界读写（tl.load/tl.store 少了 mask）、"
+                                       "os._exit 或 sys.exit。"))
+        elif cell["status"] == "error":
+            tests.append(mk("error", f"评分单元出错：{cell['error'][-300:]}"))
+        elif pc.case.mode == "perf" and not correct_so_far:
+            tests.append(mk("failed", "正确性测试没有全部通过，不计性能分。"))
+        else:
+            tests.append(compare.judge(ex, pc, workdir, device))
+        if pc.case.mode != "perf" and tests[-1].status != "passed":
+            correct_so_far = False
+    return tests
+
+
+def _blocked(cell: dict, mk) -> TestResult:
+    who = "你的代码单元" if cell["role"] == "solution" else "模板单元"
+    if cell["status"] == "timeout":
+        return mk("timeout", f"{who} {cell['id']} 超时了（死循环？），测试没有运行。")
+    if cell["status"] == "dead":
+        return mk("crashed", f"{who} {cell['id']} 让内核崩溃了（os._exit、sys.exit 或段错误？），测试没有运行。")
+    return mk("error", f"{who} {cell['id']} 运行出错，测试没有运行：{_last_line(cell['error'])}")
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][-300:] if lines else ""

@@ -1,0 +1,260 @@
+"""Kernel-side half of the grader: call the student's function on the grader's inputs, dump raw results.
+
+Runs inside the notebook kernel (the trusted cells the grader appends after the student's cells)
+and, for quick feedback, inside the student's own notebook through :mod:`grader.selfcheck`.
+It never judges anything: it writes the padded output buffer, the padded input buffers after the
+call and a small JSON record per case (launch count, error text, forbidden torch op) into the
+working directory; :mod:`grader.compare` decides in the grader's own process.
+
+Buffers: every input and the output is a view into a larger flat buffer with ``guard`` extra
+elements on each side. Input padding is NaN (an unmasked read poisons the result), output padding
+is :data:`OUT_SENTINEL` and the output itself starts as NaN (an element never written stays NaN).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+import torch
+
+OUT_SENTINEL = {"float32": 1234.0, "float16": 1234.0, "bfloat16": 1232.0, "int32": -7}
+OUT_FILL = {"int32": -1}  # everything else starts as NaN
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32}
+WORKDIR_ENV = "TCOURSE_GRADER_DIR"
+
+
+def guard_size(numel: int) -> int:
+    """Padding elements on each side: at least a whole row of blocks, a multiple of 64 (aligned views)."""
+    return min(-(-max(4096, numel) // 64) * 64, 1 << 20)
+
+
+def layout_strides(shape, layout: str) -> tuple[tuple[int, ...], int]:
+    """Strides of a view with this layout and the number of storage elements it spans."""
+    shape = tuple(shape)
+    if layout == "contig" or len(shape) != 2:
+        strides, acc = [], 1
+        for s in reversed(shape):
+            strides.append(acc)
+            acc *= s
+        return tuple(reversed(strides)), max(acc, 1)
+    m, n = shape
+    if layout == "padded":  # rows sit 3 elements further apart than their length
+        return (n + 3, 1), max((m - 1) * (n + 3) + n, 1)
+    if layout == "transposed":  # x = base.t() with base contiguous of shape (n, m)
+        return (1, m), max(m * n, 1)
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+def guarded(shape, layout: str, dtype: str, device: str, pad_value, fill_value):
+    """(view, flat buffer): the view sits ``guard`` elements into the buffer."""
+    strides, span = layout_strides(shape, layout)
+    g = guard_size(span)
+    buf = torch.full((span + 2 * g,), pad_value, dtype=TORCH_DTYPES[dtype], device=device)
+    view = buf.as_strided(tuple(shape), strides, g)
+    view.fill_(fill_value)
+    return view, buf
+
+
+def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:  # numpy has no bf16; widening is exact
+        t = t.float()
+    return t.numpy()
+
+
+# --- watching the call ---------------------------------------------------------------------------
+
+class ForbiddenOp(RuntimeError):
+    """Raised when the solution calls a torch op that would compute the answer without Triton."""
+
+
+def _resolve(path: str):
+    parts = path.split(".")
+    obj = importlib.import_module(parts[0])
+    for p in parts[1:-1]:
+        obj = getattr(obj, p)
+    return obj, parts[-1]
+
+
+@contextlib.contextmanager
+def watched(poison: list[str], record: dict):
+    """Count Triton launches and make the listed torch ops raise :class:`ForbiddenOp`.
+
+    Launches are counted by wrapping ``run`` of JITFunction and of the interpreter's
+    InterpretedFunction (``kernel[grid](...)`` ends there in both modes; launch hooks are never
+    called under the interpreter).
+    """
+    import triton.runtime.jit as jit
+
+    classes = [jit.JITFunction]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        classes.append(InterpretedFunction)
+    except ImportError:
+        pass
+    record["launches"] = 0
+    saved = []
+
+    def counting(orig):
+        def run(self, *args, **kwargs):
+            if not kwargs.get("warmup", False):
+                record["launches"] += 1
+            return orig(self, *args, **kwargs)
+        return run
+
+    def forbidden(name):
+        def op(*args, **kwargs):
+            record["forbidden"] = name
+            raise ForbiddenOp(f"{name} is not allowed here: compute the result in your Triton kernel")
+        return op
+
+    targets = [(c, "run", counting(c.run)) for c in classes]
+    for path in poison:
+        try:
+            owner, attr = _resolve(path)
+        except (ImportError, AttributeError):
+            continue
+        targets.append((owner, attr, forbidden(path)))
+    try:
+        for owner, attr, new in targets:
+            saved.append((owner, attr, attr in vars(owner), getattr(owner, attr)))
+            setattr(owner, attr, new)
+        yield
+    finally:
+        for owner, attr, had_own, old in reversed(saved):
+            if had_own:
+                setattr(owner, attr, old)
+            else:
+                delattr(owner, attr)
+
+
+# --- running one case ----------------------------------------------------------------------------
+
+def load_inputs(case: dict, workdir: Path, device: str):
+    """Input views (guarded, laid out as the case says) and their flat buffers."""
+    views, bufs = {}, {}
+    for spec in case["inputs"]:
+        arr = np.load(workdir / spec["file"], allow_pickle=False)
+        values = torch.from_numpy(arr).to(TORCH_DTYPES[spec["dtype"]])
+        view, buf = guarded(spec["shape"], spec["layout"], spec["dtype"], device, float("nan"), 0)
+        view.copy_(values.to(device))
+        views[spec["name"]], bufs[spec["name"]] = view, buf
+    return views, bufs
+
+
+def run_tensor_case(fn, case: dict, workdir: Path, device: str) -> dict:
+    views, bufs = load_inputs(case, workdir, device)
+    dt = case["dtype"]
+    out, out_buf = guarded(case["out_shape"], "contig", dt, device, OUT_SENTINEL[dt], OUT_FILL.get(dt, float("nan")))
+    values = {**views, **case["scalars"]}
+    args = [values[n] for n in case["call"]]
+    kwargs = {n: values[n] for n in case["kwargs"]}
+    rec: dict = {"launches": 0, "forbidden": None, "error": None, "returned": "none"}
+    try:
+        with watched(case["poison"], rec):
+            ret = fn(*args, **kwargs, out=out)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if isinstance(ret, torch.Tensor):
+            same = ret.data_ptr() == out.data_ptr() and ret.shape == out.shape and ret.stride() == out.stride()
+            rec["returned"] = "out" if same else "other"
+    except Exception as e:  # the student's error is a verdict, recorded as text
+        rec["error"] = _error_text(e)
+    cid = case["id"]
+    np.save(workdir / f"{cid}_out.npy", _to_numpy(out_buf), allow_pickle=False)
+    for name, buf in bufs.items():
+        np.save(workdir / f"{cid}_in_{name}.npy", _to_numpy(buf), allow_pickle=False)
+    return rec
+
+
+def run_python_map(fn, case: dict, workdir: Path) -> dict:
+    rec: dict = {"launches": 0, "forbidden": None, "error": None, "returned": "none"}
+    rows = []
+    try:
+        for m, n, g in case["combos"]:
+            for pid in range(m * n):
+                pm, pn = fn(pid, m, n, g)
+                rows.append((int(pm), int(pn)))
+    except Exception as e:
+        rec["error"] = _error_text(e)
+        rows = []
+    np.save(workdir / f"{case['id']}_out.npy", np.array(rows, dtype=np.int64).reshape(-1, 2), allow_pickle=False)
+    return rec
+
+
+def run_perf_case(fn, case: dict, workdir: Path, device: str, seed: int) -> dict:
+    """Time the student's function against the course's reference kernel, interleaved in one run."""
+    from tcourse import bench
+
+    perf = case["perf"]
+    rec: dict = {"launches": 0, "forbidden": None, "error": None, "returned": "none", "perf": None}
+    g = torch.Generator(device=device).manual_seed(seed)
+    dt = TORCH_DTYPES[case["dtype"]]
+    ins = {k: torch.randn(*shape, generator=g, device=device, dtype=torch.float32).to(dt)
+           for k, shape in perf["shapes"].items()}
+    values = {**ins, **perf.get("scalars", {})}
+    args = [values[n] for n in perf["call"]]
+    kwargs = {n: values[n] for n in perf.get("kwargs", [])}
+    note = ""
+    try:
+        import tcourse.kernels as kernels
+        ref = getattr(kernels, perf["ref"])
+        ref_name = f"tcourse.kernels.{perf['ref']}"
+    except (ImportError, AttributeError) as e:
+        ref, ref_name = TORCH_FALLBACK[perf["ref"]], f"torch ({perf['ref']})"
+        note = f"tcourse.kernels.{perf['ref']} unavailable ({type(e).__name__}); timed against torch"
+    mine = {**kwargs, **perf.get("tuning", {})}  # block sizes suited to a GPU, for the student's wrapper
+    try:
+        fn(*args, **mine)  # compile outside the timing
+        with watched([], rec):
+            fn(*args, **mine)
+        torch.cuda.synchronize()
+        c = bench.compare(lambda: fn(*args, **mine), lambda: ref(*args, **kwargs),
+                          nbytes=perf.get("nbytes"), flops=perf.get("flops"))
+        rec["perf"] = {"ours_ms": c.ours.median_ms, "ref_ms": c.torch.median_ms, "ref": ref_name, "note": note,
+                       "unit": c.unit, "ours_rate": c.rate(c.ours), "ref_rate": c.rate(c.torch)}
+    except Exception as e:
+        rec["error"] = _error_text(e)
+    return rec
+
+
+TORCH_FALLBACK = {
+    "axpy": lambda a, x, y: a * x + y,
+    "softmax": lambda x: torch.softmax(x, dim=-1),
+    "matmul": lambda a, b: a @ b,
+    "layernorm": lambda x, w, b, eps: torch.nn.functional.layer_norm(x, x.shape[-1:], w, b, eps),
+    "transpose": lambda x: x.t().contiguous(),
+    "attention": lambda q, k, v, causal=False: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal),
+}
+
+
+def _error_text(e: BaseException) -> str:
+    tb = traceback.format_exception(type(e), e, e.__traceback__)
+    text = "".join(tb[-3:])
+    return text[-1500:]
+
+
+def run_case(namespace: dict, case_id: str, workdir: str | None = None) -> None:
+    """Entry point of a harness cell: run one case of plan.json and write ``<id>.json``."""
+    wd = Path(workdir or os.environ[WORKDIR_ENV])
+    plan = json.loads((wd / "plan.json").read_text(encoding="utf-8"))
+    case = next(c for c in plan["cases"] if c["id"] == case_id)
+    t0 = time.perf_counter()
+    fn = namespace.get(case["func"])
+    if not callable(fn):
+        rec = {"launches": 0, "forbidden": None, "returned": "none",
+               "error": f"NameError: function {case['func']!r} is not defined in the notebook"}
+    elif case["mode"] == "python_map":
+        rec = run_python_map(fn, case, wd)
+    elif case["mode"] == "perf":
+        rec = run_perf_case(fn, case, wd, plan["device"], plan["seed"])
+    else:
+        rec = run_tensor_case(fn, case, wd, plan["device"])
+    rec["seconds"] = time.perf_counter() - t0
+    (wd / f"{case_id}.json").write_text(json.dumps(rec), encoding="utf-8")

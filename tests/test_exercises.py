@@ -1,0 +1,54 @@
+"""Exercise and solution notebooks: identity in metadata, normalized, run top to bottom on CPU.
+
+The solution's self-check cell must report success and the untouched exercise's must report failure
+without raising (a learner runs the whole notebook before writing anything).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from grader import registry, source
+from tcourse import nbtools
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = [(folder, ex) for ex in registry.EXERCISES for folder in ("exercises", "solutions")]
+
+
+def test_every_exercise_has_a_source_and_both_notebooks():
+    assert source.exercise_ids() == sorted(registry.EXERCISES)
+    for folder, ex in NOTEBOOKS:
+        assert (REPO / folder / f"{ex}.ipynb").exists()
+
+
+@pytest.mark.parametrize("folder, ex", NOTEBOOKS)
+def test_identity_roles_and_normalized(folder, ex):
+    path = REPO / folder / f"{ex}.ipynb"
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    assert nb["metadata"]["tcourse"]["exercise"] == ex
+    assert path.read_text(encoding="utf-8") == nbtools.normalized_text(path)
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert code[0]["metadata"]["tcourse"]["role"] == "setup" and "tcourse.setup()" in "".join(code[0]["source"])
+    text = "".join("".join(c["source"]) for c in nb["cells"])
+    assert "### BEGIN SOLUTION" not in text and "### STUB" not in text
+    if not registry.EXERCISES[ex].written:
+        roles = [c["metadata"]["tcourse"]["role"] for c in code]
+        assert "solution" in roles and "selfcheck" in roles
+        assert ("NotImplementedError" in text) == (folder == "exercises")
+
+
+@pytest.mark.parametrize("folder, ex", NOTEBOOKS)
+def test_runs_top_to_bottom_on_cpu(folder, ex, monkeypatch):
+    monkeypatch.setenv("TCOURSE_DEVICE", "cpu")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    nb = nbformat.read(REPO / folder / f"{ex}.ipynb", as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(REPO / folder)}}).execute()
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    if not registry.EXERCISES[ex].written:
+        assert ("自检通过" in printed) == (folder == "solutions"), printed[-2000:]
+        assert "✘" in printed if folder == "exercises" else "✘" not in printed
