@@ -34,7 +34,8 @@ setup() {  # $1: extra requirement files
 case "${1:-}" in
   lab)
     setup
-    exec "$VENV/bin/jupyter" lab notebooks/00_roadmap_and_setup.ipynb "${@:2}" ;;
+    root=(); [[ $(id -u) == 0 ]] && root=(--allow-root)  # containers and cloud GPU boxes often run as root
+    exec "$VENV/bin/jupyter" lab "${root[@]}" notebooks/00_roadmap_and_setup.ipynb "${@:2}" ;;
   test)
     setup requirements-dev.txt
     exec "$VENV/bin/python" -m pytest -n 2 "${@:2}" ;;
