@@ -7,13 +7,14 @@ probably went wrong.
 """
 from __future__ import annotations
 
+import hmac
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .harness import OUT_SENTINEL, guard_size, layout_strides
+from .harness import OUT_SENTINEL, RETURNED, guard_size, layout_strides, seal
 from .plan import NUMPY_SAVE, PlannedCase
 from .registry import Exercise
 
@@ -41,19 +42,34 @@ class BadRecord(ValueError):
     """What the kernel wrote is not what the harness writes: treated as an error verdict."""
 
 
-def _record(path: Path) -> dict:
+def _record(path: Path, key: bytes | None = None) -> dict:
+    """The harness's record, validated field by field; with ``key``, its seal must match the files."""
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise BadRecord(f"{path.name}: {e}") from None
     if not isinstance(rec, dict):
         raise BadRecord(f"{path.name}: not an object")
-    checks = {"launches": int, "forbidden": (str, type(None)), "error": (str, type(None)), "returned": str}
-    for key, typ in checks.items():
-        if not isinstance(rec.get(key), typ) or isinstance(rec.get(key), bool):
-            raise BadRecord(f"{path.name}: field {key!r} missing or of the wrong type")
-    if rec["returned"] not in ("out", "other", "none"):
+    rec.setdefault("late", 0)  # written by every harness since the records are sealed; optional without a key
+    rec.setdefault("files", [])
+    checks = {"launches": int, "forbidden": (str, type(None)), "error": (str, type(None)), "returned": str,
+              "late": int, "files": list}
+    for field, typ in checks.items():
+        if not isinstance(rec.get(field), typ) or isinstance(rec.get(field), bool):
+            raise BadRecord(f"{path.name}: field {field!r} missing or of the wrong type")
+    if rec["returned"] not in RETURNED:
         raise BadRecord(f"{path.name}: field 'returned' has an unknown value")
+    stem = path.name[:-len(".json")]
+    if not all(isinstance(f, str) and f.startswith(stem + "_") and f.endswith(".npy") and "/" not in f
+               for f in rec["files"]):
+        raise BadRecord(f"{path.name}: field 'files' names a file the harness does not write")
+    if key is not None:
+        try:
+            want = seal(key, stem, rec, path.parent)
+        except OSError as e:
+            raise BadRecord(f"{path.name}: {e}") from None
+        if not isinstance(rec.get("seal"), str) or not hmac.compare_digest(rec["seal"], want):
+            raise BadRecord(f"{path.name}: seal does not match (not written by the grader's harness cell, or files changed)")
     return rec
 
 
@@ -73,12 +89,16 @@ def _idx(flat: int, shape) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
 
 
-def judge(ex: Exercise, pc: PlannedCase, workdir: Path, device: str) -> TestResult:
-    """Verdict for a case whose harness cell ran (the caller handles timeouts and crashes)."""
+def judge(ex: Exercise, pc: PlannedCase, workdir: Path, device: str, key: bytes | None = None) -> TestResult:
+    """Verdict for a case whose harness cell ran (the caller handles timeouts and crashes).
+
+    ``key``: the run's sealing key; the grader always passes it (the self-check in the learner's own
+    notebook does not).
+    """
     case = pc.case
     mk = lambda status, msg, pts=0.0: TestResult(case.name, status, pts, case.points, msg)  # noqa: E731
     try:
-        rec = _record(workdir / f"{pc.id}.json")
+        rec = _record(workdir / f"{pc.id}.json", key)
         if rec["forbidden"]:
             return mk("failed", f"调用了 {rec['forbidden']}：这一题要求结果由你的 Triton kernel 计算，不能用 torch 算子代替。")
         if rec["error"]:
@@ -90,9 +110,21 @@ def judge(ex: Exercise, pc: PlannedCase, workdir: Path, device: str) -> TestResu
             return _judge_map(ex, pc, workdir, mk)
         if case.mode == "perf":
             return _judge_perf(rec, mk)
+        if rec["returned"] == "input":
+            return mk("failed", "函数返回的是某个输入（或输入的视图），不是 out：结果要由 kernel 写进参数 out，最后 return out。")
         if rec["returned"] != "out":
             return mk("failed", "函数没有返回传入的 out 张量：请把结果写进参数 out（模板里已经给出分配 out 的那一行），最后 return out。")
-        return _judge_tensor(ex, pc, workdir, device, mk)
+        if rec["late"]:
+            return mk("failed", f"函数返回时 out 还没有写完（返回之后又有 {rec['late']} 个元素被改写）：结果不能在另一个"
+                                "线程或另一个 CUDA stream 上延后完成，函数返回前要在当前 stream 上把 out 写好。")
+        first = _judge_tensor(ex, pc, workdir, device, mk, "", pc.inputs)
+        if first.status != "passed" or not pc.inputs2:
+            return first
+        second = _judge_tensor(ex, pc, workdir, device, mk, "2", pc.inputs2)
+        if second.status != "passed":
+            second.message = ("用同一批张量（同样的地址、同样的对象）换上新数据再调用一次，结果错了——是不是按指针或 id 缓存了上一次的结果？"
+                              + second.message)
+        return second
     except BadRecord as e:
         return mk("error", f"评分数据无效（{e}）：是否有代码改动或删除了评分用的文件？")
 
@@ -106,22 +138,22 @@ def _error_message(text: str) -> str:
     return f"调用你的函数时出错：{last}"
 
 
-def _judge_tensor(ex: Exercise, pc: PlannedCase, workdir: Path, device: str, mk) -> TestResult:
+def _judge_tensor(ex: Exercise, pc: PlannedCase, workdir: Path, device: str, mk, tag: str, inputs: dict) -> TestResult:
     case, dt = pc.case, pc.case.dtype
     where = f"shape {tuple(case.out_shape)}, {dt}"
     for t in case.inputs:
         strides, span = layout_strides(t.shape, t.layout)
         g = guard_size(span)
-        after = _array(workdir / f"{pc.id}_in_{t.name}.npy", NUMPY_SAVE[dt], span + 2 * g).astype(np.float64)
+        after = _array(workdir / f"{pc.id}_in{tag}_{t.name}.npy", NUMPY_SAVE[dt], span + 2 * g).astype(np.float64)
         before = np.full(span + 2 * g, np.nan)
         np.lib.stride_tricks.as_strided(before[g:], shape=t.shape, strides=[s * 8 for s in strides])[...] = \
-            pc.inputs[t.name].numpy()
+            inputs[t.name].numpy()
         if not np.array_equal(before, after, equal_nan=True):
             bad = int(np.count_nonzero(~((before == after) | (np.isnan(before) & np.isnan(after)))))
             return mk("failed", f"{where}：输入 {t.name} 在调用后被修改了（{bad} 个元素变了）。kernel 只能写 out。")
     numel = int(np.prod(case.out_shape))
     g = guard_size(numel)
-    buf = _array(workdir / f"{pc.id}_out.npy", NUMPY_SAVE[dt], numel + 2 * g).astype(np.float64)
+    buf = _array(workdir / f"{pc.id}_out{tag}.npy", NUMPY_SAVE[dt], numel + 2 * g).astype(np.float64)
     sentinel = float(OUT_SENTINEL[dt])
     lo, out, hi = buf[:g], buf[g:g + numel].reshape(case.out_shape), buf[g + numel:]
     hit_lo, hit_hi = int(np.count_nonzero(lo != sentinel)), int(np.count_nonzero(hi != sentinel))
@@ -129,7 +161,7 @@ def _judge_tensor(ex: Exercise, pc: PlannedCase, workdir: Path, device: str, mk)
         side = "之后" if hit_hi else "之前"
         return mk("failed", f"{where}：越界写 —— out {side}的保护区被写了 {hit_lo + hit_hi} 个元素。"
                             f"通常是 tl.store 少了 mask（最后一个块超出了张量）。{case.hint}")
-    ref = ex.reference(pc.inputs, {**case.scalars}).numpy()
+    ref = ex.reference(inputs, {**case.scalars}).numpy()
     if dt == "int32":
         return _judge_exact_int(out, ref, where, case, mk)
     atol, rtol = case.tol or ex.tolerance(dt, device)

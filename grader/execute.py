@@ -1,8 +1,12 @@
-"""Run a rebuilt notebook in its own worker process, with a per-cell timeout and a whole-submission budget.
+"""Run a rebuilt notebook in its own worker process, with limits, a per-cell timeout and a whole-submission budget.
 
 The grader never imports the student's code. It starts ``python -m grader.worker`` (which starts
-the Jupyter kernel through nbclient) in a fresh session, waits at most ``budget`` seconds, then
-kills the worker and every process below it (the kernel included). What comes back is only the
+the sandboxed Jupyter kernel through nbclient, see :mod:`grader.sandbox`) in a fresh session under
+resource limits the kernel inherits: no core dumps, bounded files, CPU seconds, and on the CPU an
+address-space limit (a CUDA context reserves far more address space than it uses, so on a GPU the
+worker's resident-memory watchdog is the memory limit). After ``budget`` seconds the worker and
+everything below it are killed; afterwards any process still carrying this run's marker in its
+environment (a daemon that escaped the process tree) is killed too. What comes back is only the
 worker's ``status.jsonl`` lines, validated here, and the files the harness wrote.
 """
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import secrets
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -18,10 +23,14 @@ from pathlib import Path
 import nbformat
 import psutil
 
-from .harness import WORKDIR_ENV
+from . import sandbox
 
 REPO = Path(__file__).resolve().parent.parent
 CELL_STATUSES = ("ok", "error", "timeout", "dead")
+MEM_LIMIT_MB = 6144          # resident memory of the kernel's process tree (watchdog, CPU and GPU)
+CPU_AS_LIMIT = 12 << 30      # address space per process on the CPU: torch + the interpreter need ~3 GiB
+FILE_LIMIT = 2 << 30         # largest file a process may write
+MARKER_ENV = "TCOURSE_GRADER_RUN"
 
 
 @dataclass
@@ -30,25 +39,62 @@ class Execution:
     budget_exceeded: bool = False
     worker_rc: int | None = None
     worker_stderr: str = ""
+    strays_killed: int = 0       # processes found by the marker after the worker ended
+    kernel_peak_rss_mb: float = 0.0
+    worker_peak_rss_mb: float = 0.0
 
 
-def _limits():  # runs in the worker before exec: no core dumps, bounded files (inherited by the kernel)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 30, 2 << 30))
+def _limiter(device: str, budget: float):
+    def limits():  # runs in the worker before exec; the kernel inherits them
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+        cpu = int(budget) + 60
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+        if device != "cuda":
+            resource.setrlimit(resource.RLIMIT_AS, (CPU_AS_LIMIT, CPU_AS_LIMIT))
+    return limits
 
 
 def _kill_tree(pid: int) -> None:
+    """The worker first (so it records nothing about the kernel dying under it), then all its descendants
+    (orphans of the student's stay descendants: the worker is a subreaper)."""
     try:
         root = psutil.Process(pid)
-        procs = root.children(recursive=True) + [root]
+        procs = root.children(recursive=True)
+        root.kill()
     except psutil.NoSuchProcess:
         return
-    for p in procs:
+    for _ in range(5):
+        for p in procs:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(procs, timeout=5)
+        try:
+            procs = root.children(recursive=True)
+        except psutil.NoSuchProcess:
+            break
+        if not procs:
+            break
+
+
+def kill_marked(marker: str) -> int:
+    """Kill every process whose environment carries this run's marker; return how many there were."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.pid != os.getpid() and p.environ().get(MARKER_ENV) == marker:
+                found.append(p)
+        except (psutil.Error, OSError):
+            continue
+    for p in found:
         try:
             p.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(procs, timeout=10)
+    psutil.wait_procs(found, timeout=5)
+    return len(found)
 
 
 def _valid(line) -> bool:
@@ -56,28 +102,37 @@ def _valid(line) -> bool:
             and isinstance(line.get("error"), str) and isinstance(line.get("role"), str))
 
 
-def run(nb: nbformat.NotebookNode, workdir: Path, device: str, cell_timeout: float, budget: float) -> Execution:
+def run(nb: nbformat.NotebookNode, root: Path, device: str, cell_timeout: float, budget: float) -> Execution:
+    """``root`` holds work/ (plan and inputs already written there); lib/, rt/ and ctl/ are made here."""
+    workdir = root / "work"
     nbformat.write(nb, workdir / "notebook.ipynb")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TCOURSE_", "TRITON_INTERPRET"))}
-    env.update({"TCOURSE_DEVICE": device, WORKDIR_ENV: str(workdir), "PYTHONDONTWRITEBYTECODE": "1",
-                "PYTHONPATH": os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]),
-                "MPLBACKEND": "Agg"})
-    with open(workdir / "worker.log", "wb") as errf:
-        proc = subprocess.Popen([sys.executable, "-m", "grader.worker", str(workdir), str(cell_timeout)],
-                                cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=errf, stderr=errf,
-                                start_new_session=True, preexec_fn=_limits)
-        ex = Execution()
+    marker = secrets.token_hex(16)
+    sandbox.prepare(root, device, marker)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TCOURSE_", "TRITON_INTERPRET", "JUPYTER_"))}
+    env.update({"JUPYTER_PATH": str(root / "ctl"), "JUPYTER_RUNTIME_DIR": str(root / "rt"),
+                "JUPYTER_PLATFORM_DIRS": "1", "PYTHONDONTWRITEBYTECODE": "1", MARKER_ENV: marker,
+                "PYTHONPATH": os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])})
+    ex = Execution()
+    with open(root / "ctl" / "worker.log", "wb") as errf:
+        proc = subprocess.Popen([sys.executable, "-m", "grader.worker", str(root), str(cell_timeout), device,
+                                 str(MEM_LIMIT_MB)], cwd=root / "ctl", env=env, stdin=subprocess.DEVNULL, stdout=errf,
+                                stderr=errf, start_new_session=True, preexec_fn=_limiter(device, budget))
         try:
             ex.worker_rc = proc.wait(timeout=budget)
         except subprocess.TimeoutExpired:
             ex.budget_exceeded = True
-            _kill_tree(proc.pid)
-            proc.wait()
-        else:
-            _kill_tree(proc.pid)  # a kernel or a child of the student's that outlived the worker
-    log = workdir / "worker.log"
+        _kill_tree(proc.pid)  # on time: a kernel or a child of the student's that outlived the worker
+        proc.wait()
+    ex.strays_killed = kill_marked(marker)
+    log = root / "ctl" / "worker.log"
     ex.worker_stderr = log.read_bytes()[-4000:].decode("utf-8", "replace") if log.exists() else ""
-    status = workdir / "status.jsonl"
+    try:
+        peak = json.loads((root / "ctl" / "worker_peak.json").read_text(encoding="utf-8"))
+        ex.kernel_peak_rss_mb = float(peak["kernel_peak_rss_mb"])
+        ex.worker_peak_rss_mb = float(peak["worker_peak_rss_mb"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    status = root / "ctl" / "status.jsonl"
     if status.exists():
         with open(status, encoding="utf-8", errors="replace") as f:
             for raw in f:

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import compare, execute, rebuild, registry
+from . import compare, execute, policy, rebuild, registry, sandbox
 from .compare import TestResult
 from .plan import make_plan
 
@@ -23,6 +23,7 @@ class Result:
     duration_s: float
     seed: int
     notes: list[str] = field(default_factory=list)
+    sandbox: str = ""
 
     @property
     def score(self) -> float:
@@ -41,7 +42,7 @@ class Result:
         return {"exercise": self.exercise, "score": self.score, "max_score": self.max_score, "device": self.device,
                 "versions": versions, "duration_s": round(self.duration_s, 2), "seed": self.seed,
                 "skipped_points": round(sum(t.max_points for t in self.tests if t.status == "skipped"), 2),
-                "notes": self.notes, "tests": [t.as_dict() for t in self.tests]}
+                "notes": self.notes, "sandbox": self.sandbox, "tests": [t.as_dict() for t in self.tests]}
 
 
 class NoDevice(RuntimeError):
@@ -71,23 +72,41 @@ def grade(path: Path, device: str = "cpu", cell_timeout: float = DEFAULT_CELL_TI
     ex = registry.get(sub.exercise)
     seed = secrets.randbelow(2**31) if seed is None else seed
     t0 = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="tcourse-grade-"))
+    refused = policy.audit(sub.solution_cells)
+    root = Path(tempfile.mkdtemp(prefix="tcourse-grade-"))
+    workdir = root / "work"
+    workdir.mkdir()
     try:
         plan, planned = make_plan(ex, device, seed, workdir, only_cpu=device != "cuda")
-        nb = rebuild.graded_notebook(sub, [pc.id for pc in planned])
-        run = execute.run(nb, workdir, device, cell_timeout,
-                          budget if budget is not None else budget_for(len(planned), cell_timeout))
-        tests = _verdicts(ex, planned, run, workdir, device)
+        if refused:
+            why = "；".join(refused[:3]) + (f"（另有 {len(refused) - 3} 处）" if len(refused) > 3 else "")
+            msg = f"答案单元里有评分时不允许的写法，没有运行：{why}。这些写法能改动评分代码或 Python 本身，写 Triton kernel 用不到。"
+            tests = [TestResult(pc.case.name, "failed", 0.0, pc.case.points, msg) for pc in planned]
+        else:
+            key = secrets.token_bytes(32)
+            nb = rebuild.graded_notebook(sub, [pc.id for pc in planned], key.hex())
+            run = execute.run(nb, root, device, cell_timeout,
+                              budget if budget is not None else budget_for(len(planned), cell_timeout))
+            tests = _verdicts(ex, planned, run, workdir, device, key)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        _remove(root)
     if device != "cuda":
         tests += [compare.skipped(c, "需要 GPU：性能分只在 GPU 上计时（解释器的时间衡量的是 Python）。" if c.mode == "perf"
                                   else "需要 GPU：解释器下 bfloat16 的结果不可靠，只在 GPU 上测。")
                   for c in ex.cases_for("cuda") if c.gpu_only]
-    return Result(ex.id, device, tests, time.monotonic() - t0, seed, sub.notes)
+    return Result(ex.id, device, tests, time.monotonic() - t0, seed, sub.notes, sandbox.describe())
 
 
-def _verdicts(ex, planned, run: execute.Execution, workdir: Path, device: str) -> list[TestResult]:
+def _remove(root: Path) -> None:
+    """rmtree, after giving back write permission on the read-only library copy."""
+    for p in (root / "lib").rglob("*") if (root / "lib").exists() else ():
+        p.chmod(0o700)
+    if (root / "lib").exists():
+        (root / "lib").chmod(0o700)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _verdicts(ex, planned, run: execute.Execution, workdir: Path, device: str, key: bytes) -> list[TestResult]:
     # The first template/student cell that did not finish decides every case.
     blocking = next((c for c in run.cells.values() if c["role"] in ("setup", "given", "solution")
                      and c["status"] != "ok"), None)
@@ -108,15 +127,17 @@ def _verdicts(ex, planned, run: execute.Execution, workdir: Path, device: str) -
                                            f"{_last_line(run.worker_stderr)}"))
         elif cell["status"] == "timeout":
             tests.append(mk("timeout", "这个测试超时了：kernel 或包装函数里有死循环，或者太慢（grid 太大？）。"))
+        elif cell["status"] == "dead" and cell.get("memory"):
+            tests.append(mk("crashed", f"内存超限，内核被终止了（{cell['error'][-120:]}）：是不是分配了过大的张量？"))
         elif cell["status"] == "dead":
             tests.append(mk("crashed", "运行这个测试时内核崩溃了（进程退出或段错误）：常见原因是越界读写（tl.load/tl.store 少了 mask）、"
                                        "os._exit 或 sys.exit。"))
-        elif cell["status"] == "error":
+        elif cell["status"] == "error" and not (workdir / f"{pc.id}.json").exists():
             tests.append(mk("error", f"评分单元出错：{cell['error'][-300:]}"))
         elif pc.case.mode == "perf" and not correct_so_far:
             tests.append(mk("failed", "正确性测试没有全部通过，不计性能分。"))
         else:
-            tests.append(compare.judge(ex, pc, workdir, device))
+            tests.append(compare.judge(ex, pc, workdir, device, key))
         if pc.case.mode != "perf" and tests[-1].status != "passed":
             correct_so_far = False
     return tests

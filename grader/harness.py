@@ -13,6 +13,8 @@ is :data:`OUT_SENTINEL` and the output itself starts as NaN (an element never wr
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import importlib
 import json
 import os
@@ -27,6 +29,31 @@ OUT_SENTINEL = {"float32": 1234.0, "float16": 1234.0, "bfloat16": 1232.0, "int32
 OUT_FILL = {"int32": -1}  # everything else starts as NaN
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32}
 WORKDIR_ENV = "TCOURSE_GRADER_DIR"
+RETURNED = ("out", "other", "input", "none")
+
+# Bound when this module is imported: the grader imports it in a trusted cell before any answer cell
+# runs, so these are the original functions even if an answer cell later rebinds the modules' names.
+_save, _json_dumps, _sha256, _hmac_new = np.save, json.dumps, hashlib.sha256, hmac.new
+_KEY: bytes | None = None
+
+
+class CudaContextLost(RuntimeError):
+    """The CUDA context is broken (illegal address, device assert): the worker restarts the kernel."""
+
+
+def arm(key_hex: str) -> None:
+    """Called by the grader's first trusted cell: the key that seals every record of this run."""
+    global _KEY
+    _KEY = bytes.fromhex(key_hex)
+
+
+def seal(key: bytes, case_id: str, rec: dict, workdir: Path) -> str:
+    """HMAC over the case id, the record (without its seal) and the bytes of every file it lists."""
+    h = _hmac_new(key, case_id.encode(), "sha256")
+    h.update(_json_dumps({k: v for k, v in rec.items() if k != "seal"}, sort_keys=True).encode())
+    for name in rec.get("files", []):
+        h.update(name.encode() + b"\0" + _sha256((workdir / name).read_bytes()).digest())
+    return h.hexdigest()
 
 
 def guard_size(numel: int) -> int:
@@ -148,33 +175,80 @@ def load_inputs(case: dict, workdir: Path, device: str):
     return views, bufs
 
 
+def _shares_storage(t: torch.Tensor, bufs: dict) -> bool:
+    try:
+        lo = t.untyped_storage().data_ptr()
+    except RuntimeError:
+        return False
+    return any(lo == b.untyped_storage().data_ptr() for b in bufs.values())
+
+
+def _settle(out_buf: torch.Tensor, device: str) -> tuple[np.ndarray, np.ndarray]:
+    """(output as of the return, output a moment later): work left running after the return shows up
+    as a difference (another stream on a GPU, a thread on the CPU)."""
+    at_return = out_buf.clone()  # on the current stream: ordered only after work the caller can rely on
+    if device == "cuda":
+        torch.cuda.synchronize()
+    else:
+        time.sleep(0.02)
+    return _to_numpy(at_return), _to_numpy(out_buf)
+
+
+def _cuda_ok(device: str) -> bool:
+    if device != "cuda":
+        return True
+    try:
+        torch.cuda.synchronize()
+        return True
+    except Exception:
+        return False
+
+
 def run_tensor_case(fn, case: dict, workdir: Path, device: str) -> dict:
+    """Call the student's function once (twice when ``case["repeat"]``: the same tensors refilled with a
+    second data set, so a result cached by pointer or id is stale) and dump what came out."""
     views, bufs = load_inputs(case, workdir, device)
     dt = case["dtype"]
     out, out_buf = guarded(case["out_shape"], "contig", dt, device, OUT_SENTINEL[dt], OUT_FILL.get(dt, float("nan")))
-    values = {**views, **case["scalars"]}
-    args = [values[n] for n in case["call"]]
-    kwargs = {n: values[n] for n in case["kwargs"]}
-    rec: dict = {"launches": 0, "forbidden": None, "error": None, "returned": "none"}
-    try:
-        with watched(case["poison"], rec):
-            ret = fn(*args, **kwargs, out=out)
-        if device == "cuda":
-            torch.cuda.synchronize()
-        if isinstance(ret, torch.Tensor):
-            same = ret.data_ptr() == out.data_ptr() and ret.shape == out.shape and ret.stride() == out.stride()
-            rec["returned"] = "out" if same else "other"
-    except Exception as e:  # the student's error is a verdict, recorded as text
-        rec["error"] = _error_text(e)
     cid = case["id"]
-    np.save(workdir / f"{cid}_out.npy", _to_numpy(out_buf), allow_pickle=False)
-    for name, buf in bufs.items():
-        np.save(workdir / f"{cid}_in_{name}.npy", _to_numpy(buf), allow_pickle=False)
+    rec: dict = {"launches": 0, "forbidden": None, "error": None, "returned": "none", "late": 0, "files": []}
+    rounds = [""] + (["2"] if case.get("repeat") else [])
+    for tag in rounds:
+        if tag:
+            for spec in case["inputs"]:
+                arr = np.load(workdir / spec["file"].replace(".npy", "_2.npy"), allow_pickle=False)
+                views[spec["name"]].copy_(torch.from_numpy(arr).to(TORCH_DTYPES[spec["dtype"]]).to(device))
+            out.fill_(OUT_FILL.get(dt, float("nan")))
+        values = {**views, **case["scalars"]}
+        args = [values[n] for n in case["call"]]
+        kwargs = {n: values[n] for n in case["kwargs"]}
+        try:
+            with watched(case["poison"], rec):
+                ret = fn(*args, **kwargs, out=out)
+            at_return, later = _settle(out_buf, device)
+            if isinstance(ret, torch.Tensor):
+                same = ret.data_ptr() == out.data_ptr() and ret.shape == out.shape and ret.stride() == out.stride()
+                rec["returned"] = "out" if same else "input" if _shares_storage(ret, bufs) else "other"
+            rec["late"] += int(np.count_nonzero(~((at_return == later) | (np.isnan(at_return) & np.isnan(later)))))
+        except Exception as e:  # the student's error is a verdict, recorded as text
+            rec["error"] = _error_text(e)
+        if not _cuda_ok(device):
+            rec["cuda_lost"] = True
+            _write_record(cid, rec, workdir)
+            raise CudaContextLost(f"CUDA context lost in case {cid}: {rec['error'] or 'error after the call'}")
+        if rec["error"]:
+            break
+        _save(workdir / f"{cid}_out{tag}.npy", at_return, allow_pickle=False)
+        for name, buf in bufs.items():
+            _save(workdir / f"{cid}_in{tag}_{name}.npy", _to_numpy(buf), allow_pickle=False)
+        rec["files"] += [f"{cid}_out{tag}.npy"] + [f"{cid}_in{tag}_{name}.npy" for name in bufs]
+        if rec["returned"] != "out":
+            break
     return rec
 
 
 def run_python_map(fn, case: dict, workdir: Path) -> dict:
-    rec: dict = {"launches": 0, "forbidden": None, "error": None, "returned": "none"}
+    rec: dict = {"launches": 0, "forbidden": None, "error": None, "returned": "none", "late": 0}
     rows = []
     try:
         for m, n, g in case["combos"]:
@@ -184,7 +258,8 @@ def run_python_map(fn, case: dict, workdir: Path) -> dict:
     except Exception as e:
         rec["error"] = _error_text(e)
         rows = []
-    np.save(workdir / f"{case['id']}_out.npy", np.array(rows, dtype=np.int64).reshape(-1, 2), allow_pickle=False)
+    _save(workdir / f"{case['id']}_out.npy", np.array(rows, dtype=np.int64).reshape(-1, 2), allow_pickle=False)
+    rec["files"] = [f"{case['id']}_out.npy"]
     return rec
 
 
@@ -193,7 +268,7 @@ def run_perf_case(fn, case: dict, workdir: Path, device: str, seed: int) -> dict
     from tcourse import bench
 
     perf = case["perf"]
-    rec: dict = {"launches": 0, "forbidden": None, "error": None, "returned": "none", "perf": None}
+    rec: dict = {"launches": 0, "forbidden": None, "error": None, "returned": "none", "late": 0, "perf": None}
     g = torch.Generator(device=device).manual_seed(seed)
     dt = TORCH_DTYPES[case["dtype"]]
     ins = {k: torch.randn(*shape, generator=g, device=device, dtype=torch.float32).to(dt)
@@ -221,6 +296,10 @@ def run_perf_case(fn, case: dict, workdir: Path, device: str, seed: int) -> dict
                        "unit": c.unit, "ours_rate": c.rate(c.ours), "ref_rate": c.rate(c.torch)}
     except Exception as e:
         rec["error"] = _error_text(e)
+    if not _cuda_ok(device):
+        rec["cuda_lost"] = True
+        _write_record(case["id"], rec, workdir)
+        raise CudaContextLost(f"CUDA context lost in case {case['id']}")
     return rec
 
 
@@ -240,15 +319,22 @@ def _error_text(e: BaseException) -> str:
     return text[-1500:]
 
 
+def _write_record(case_id: str, rec: dict, workdir: Path) -> None:
+    rec.setdefault("files", [])
+    if _KEY is not None:
+        rec["seal"] = seal(_KEY, case_id, rec, workdir)
+    (workdir / f"{case_id}.json").write_text(_json_dumps(rec), encoding="utf-8")
+
+
 def run_case(namespace: dict, case_id: str, workdir: str | None = None) -> None:
-    """Entry point of a harness cell: run one case of plan.json and write ``<id>.json``."""
+    """Entry point of a harness cell: run one case of plan.json and write ``<id>.json`` (sealed when armed)."""
     wd = Path(workdir or os.environ[WORKDIR_ENV])
     plan = json.loads((wd / "plan.json").read_text(encoding="utf-8"))
     case = next(c for c in plan["cases"] if c["id"] == case_id)
     t0 = time.perf_counter()
     fn = namespace.get(case["func"])
     if not callable(fn):
-        rec = {"launches": 0, "forbidden": None, "returned": "none",
+        rec = {"launches": 0, "forbidden": None, "returned": "none", "late": 0,
                "error": f"NameError: function {case['func']!r} is not defined in the notebook"}
     elif case["mode"] == "python_map":
         rec = run_python_map(fn, case, wd)
@@ -256,5 +342,5 @@ def run_case(namespace: dict, case_id: str, workdir: str | None = None) -> None:
         rec = run_perf_case(fn, case, wd, plan["device"], plan["seed"])
     else:
         rec = run_tensor_case(fn, case, wd, plan["device"])
-    rec["seconds"] = time.perf_counter() - t0
-    (wd / f"{case_id}.json").write_text(json.dumps(rec), encoding="utf-8")
+    rec["seconds"] = round(time.perf_counter() - t0, 3)
+    _write_record(case_id, rec, wd)

@@ -45,6 +45,7 @@ def load(path: Path, exercise: str | None = None) -> Submission:
     meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
     tmeta = meta.get("tcourse") if isinstance(meta.get("tcourse"), dict) else {}
     ex = exercise or tmeta.get("exercise")
+    mismatch = exercise and tmeta.get("exercise") not in (None, exercise)
     if not isinstance(ex, str) or not ex:
         raise Unusable(f"{path.name} has no metadata.tcourse.exercise: not a course exercise notebook (or pass --exercise)")
     if ex not in registry.EXERCISES:
@@ -71,26 +72,39 @@ def load(path: Path, exercise: str | None = None) -> Submission:
         cells[cid] = src
     for cid in sorted(wanted - cells.keys()):
         notes.append(f"找不到答案单元 {cid}（被删除或改了 id？），用模板里的空白版本代替")
+    if mismatch:
+        notes.insert(0, f"这个笔记本的元数据写的是 {str(tmeta.get('exercise'))[:40]}，按 --exercise {ex} 评分")
     return Submission(path, ex, cells, notes)
 
 
-def graded_notebook(sub: Submission, case_ids: list[str]) -> nbformat.NotebookNode:
+def graded_notebook(sub: Submission, case_ids: list[str], key_hex: str = "") -> nbformat.NotebookNode:
+    """Template cells, the student's answers, one harness cell per case.
+
+    Right before the first answer cell comes a trusted cell that imports the harness and arms it with
+    the run's sealing key: it runs before any student code, so the key never appears in a cell the
+    student's code could see or rewrite, and the harness binds its helpers before they can be patched.
+    """
     template = source.notebook(sub.exercise, solution=False)
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    armed = False
     for cell in template.cells:
         role = cell.metadata.get("tcourse", {}).get("role")
         if cell.cell_type != "code" or role not in source.GRADED_ROLES:
             continue
+        if role == "solution" and not armed:
+            arm = nbformat.v4.new_code_cell(f"import grader.harness\ngrader.harness.arm({key_hex!r})")
+            arm["id"] = "harness-arm"
+            arm.metadata["tcourse"] = {"role": "given"}
+            nb.cells.append(arm)
+            armed = True
         new = nbformat.v4.new_code_cell(sub.solution_cells.get(cell["id"], cell.source) if role == "solution"
                                         else cell.source)
         new["id"] = cell["id"]
         new.metadata["tcourse"] = {"role": role}
         nb.cells.append(new)
     for cid in case_ids:
-        cell = nbformat.v4.new_code_cell(
-            "import grader.harness as _tcourse_harness\n"
-            f"_tcourse_harness.run_case(globals(), {cid!r})")
+        cell = nbformat.v4.new_code_cell(f"import grader.harness\ngrader.harness.run_case(globals(), {cid!r})")
         cell["id"] = f"harness-{cid}"
         cell.metadata["tcourse"] = {"role": "harness", "case": cid}
         nb.cells.append(cell)

@@ -29,7 +29,7 @@ def _pad(s: str, n: int) -> str:
 
 def table(r: Result) -> str:
     w = max([_width(t.name) for t in r.tests] + [4])
-    lines = [f"{r.exercise}  ({r.device}, {r.duration_s:.1f} s)"]
+    lines = [f"{r.exercise}  ({r.device}, {r.duration_s:.1f} s)"] + ([f"sandbox: {r.sandbox}"] if r.sandbox else [])
     for t in r.tests:
         lines.append(f"  {_pad(t.name, w)}  {_pad(t.status, 8)}{t.points:5.1f}/{t.max_points:<4.1f} {MARK[t.status]}")
     skipped = sum(t.max_points for t in r.tests if t.status == "skipped")

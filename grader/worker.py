@@ -1,17 +1,30 @@
 """Worker process: execute one rebuilt notebook with nbclient, cell by cell, and log each cell's fate.
 
-    python -m grader.worker WORKDIR CELL_TIMEOUT_S
+    python -m grader.worker ROOT CELL_TIMEOUT_S DEVICE MEM_LIMIT_MB
 
-Started by :mod:`grader.execute`, one process per submission, in WORKDIR (which holds only the
-rebuilt notebook, the plan and the inputs). Writes ``status.jsonl``: one JSON line per executed cell
-``{"index", "id", "role", "status": ok|error|timeout|dead, "error"}``, flushed as it goes, so a
-worker killed by the whole-submission budget still leaves the verdicts of the cells before.
-Cell outputs are dropped as soon as a cell finishes (an output flood is not kept around).
+Started by :mod:`grader.execute`, one process per submission. The kernel is the ``tcourse-grader``
+kernelspec that :mod:`grader.sandbox` wrote under ``ROOT/ctl`` (bubblewrap when it works), talks over
+ipc sockets in ``ROOT/rt`` (they work across the sandbox's network namespace) and runs in
+``ROOT/work``. Writes ``ROOT/ctl/status.jsonl`` (out of the kernel's reach when sandboxed): one JSON
+line per executed cell ``{"index", "id", "role", "status": ok|error|timeout|dead, "error"}``, flushed
+as it goes.
+
+- Outputs are never kept: every output message is dropped as it arrives (an output flood costs
+  the worker nothing); errors are read from the execute reply.
+- A harness cell that kills the kernel or loses the CUDA context (``CudaContextLost``) gets a fresh
+  kernel for the next case: template and answer cells run again, then the remaining cases
+  (at most ``MAX_RESTARTS`` times per submission).
+- A watchdog kills the kernel when the resident memory of its process tree passes the limit.
+- The worker is a child subreaper: whatever the student's code forks, even a double-forked daemon,
+  stays its descendant and is killed with the kernel.
 """
 from __future__ import annotations
 
+import ctypes
 import json
+import resource
 import sys
+import threading
 from pathlib import Path
 
 import nbformat
@@ -20,55 +33,137 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 STOP_ON_ERROR = ("setup", "given", "solution")  # nothing after them can work
+MAX_RESTARTS = 2
+PR_SET_CHILD_SUBREAPER = 36
 
 
-def main(workdir: str, cell_timeout: float) -> int:
-    wd = Path(workdir)
-    nb = nbformat.read(wd / "notebook.ipynb", as_version=4)
-    client = NotebookClient(
-        nb, timeout=cell_timeout, kernel_name="python3", shutdown_kernel="immediate", allow_errors=False,
-        interrupt_on_timeout=True, record_timing=False, resources={"metadata": {"path": str(wd)}},
-        error_on_timeout={"ename": "CellTimeout", "evalue": f"cell ran longer than {cell_timeout:g} s",
-                          "traceback": []},
-    )
-    with open(wd / "status.jsonl", "a", encoding="utf-8") as log, client.setup_kernel():
-        for i, cell in enumerate(nb.cells):
-            role = cell.metadata.get("tcourse", {}).get("role", "")
-            line = {"index": i, "id": cell.get("id", ""), "role": role, "status": "ok", "error": ""}
+class QuietClient(NotebookClient):
+    """Drops every output; talks to the kernel over ipc sockets with this path prefix."""
+
+    ipc_prefix = ""
+
+    def output(self, outs, msg, display_id, cell_index):  # noqa: D102
+        return None
+
+    def create_kernel_manager(self):  # noqa: D102
+        km = super().create_kernel_manager()
+        km.transport, km.ip, km.connection_file = "ipc", self.ipc_prefix, self.ipc_prefix + ".json"
+        return km
+
+
+def _subreaper() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def kill_descendants(rounds: int = 5) -> None:
+    """Kill every descendant of this process (the kernel, bwrap, and anything they forked)."""
+    me = psutil.Process()
+    for _ in range(rounds):
+        procs = me.children(recursive=True)
+        if not procs:
+            return
+        for p in procs:
             try:
-                client.execute_cell(cell, i)
-            except CellTimeoutError as e:
-                line.update(status="timeout", error=str(e)[-500:])
-            except DeadKernelError as e:
-                line.update(status="dead", error=str(e)[-500:])
-            except CellExecutionError as e:
-                timed_out = e.ename == "CellTimeout"
-                line.update(status="timeout" if timed_out else "error",
-                            error=f"{e.ename}: {e.evalue}"[-1500:])
-            cell.outputs = []
-            log.write(json.dumps(line) + "\n")
-            log.flush()
-            if line["status"] == "dead" or (line["status"] != "ok" and role in STOP_ON_ERROR):
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(procs, timeout=5)
+
+
+class Watchdog(threading.Thread):
+    """Kills the process tree below this worker when its resident memory passes ``limit_mb``."""
+
+    def __init__(self, limit_mb: float):
+        super().__init__(daemon=True)
+        self.limit, self.tripped, self.peak_mb = limit_mb * 2**20, False, 0.0
+        self._stop = threading.Event()
+
+    def run(self):
+        me = psutil.Process()
+        while not self._stop.wait(0.2):
+            total = 0
+            for p in me.children(recursive=True):
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak_mb = max(self.peak_mb, total / 2**20)
+            if total > self.limit:
+                self.tripped = True
+                kill_descendants()
+
+    def stop(self):
+        self._stop.set()
+
+
+def _session(nb, cells, root: Path, cell_timeout: float, log, record_prelude: bool, dog: Watchdog, n: int):
+    """Run ``cells`` (indices) in a fresh kernel; return the harness cell index after which to restart, or None."""
+    client = QuietClient(
+        nb, timeout=cell_timeout, kernel_name="tcourse-grader", shutdown_kernel="immediate", allow_errors=False,
+        interrupt_on_timeout=True, record_timing=False, resources={"metadata": {"path": str(root / "work")}},
+        error_on_timeout={"ename": "CellTimeout", "evalue": f"cell ran longer than {cell_timeout:g} s", "traceback": []},
+    )
+    client.ipc_prefix = str(root / "rt" / f"k{n}")
+    env = json.loads((root / "ctl" / "kernel_env.json").read_text(encoding="utf-8"))  # written by grader.sandbox
+    try:
+        with client.setup_kernel(env=env):
+            for i in cells:
+                cell = nb.cells[i]
+                role = cell.metadata.get("tcourse", {}).get("role", "")
+                line = {"index": i, "id": cell.get("id", ""), "role": role, "status": "ok", "error": ""}
+                try:
+                    client.execute_cell(cell, i)
+                except CellTimeoutError as e:
+                    line.update(status="timeout", error=str(e)[-500:])
+                except DeadKernelError as e:
+                    line.update(status="dead", error=str(e)[-500:])
+                except CellExecutionError as e:
+                    line.update(status="timeout" if e.ename == "CellTimeout" else "error",
+                                error=f"{e.ename}: {e.evalue}"[-1500:])
+                    if e.ename == "CudaContextLost":
+                        line["cuda_lost"] = True
+                if line["status"] == "dead" and dog.tripped:
+                    line["error"] = f"memory limit: the kernel's resident memory passed {dog.limit / 2**20:.0f} MiB"
+                    line["memory"] = True
+                cell.outputs = []
+                if role == "harness" or record_prelude:
+                    log.write(json.dumps(line) + "\n")
+                    log.flush()
+                if role == "harness" and (line["status"] == "dead" or line.get("cuda_lost")):
+                    return i
+                if line["status"] == "dead" or (line["status"] != "ok" and role in STOP_ON_ERROR):
+                    return None
+    finally:
+        kill_descendants()
+        dog.tripped = False
+    return None
+
+
+def main(root: str, cell_timeout: float, device: str, mem_limit_mb: float) -> int:
+    _subreaper()
+    rootp = Path(root)
+    nb = nbformat.read(rootp / "work" / "notebook.ipynb", as_version=4)
+    prelude = [i for i, c in enumerate(nb.cells) if c.metadata.get("tcourse", {}).get("role") != "harness"]
+    todo = [i for i in range(len(nb.cells)) if i not in prelude]
+    dog = Watchdog(mem_limit_mb)
+    dog.start()
+    with open(rootp / "ctl" / "status.jsonl", "a", encoding="utf-8") as log:
+        for n in range(MAX_RESTARTS + 1):
+            stop_at = _session(nb, prelude + todo, rootp, cell_timeout, log, n == 0, dog, n)
+            if stop_at is None:
                 break
-        _kill_kernel_children(client)
+            todo = [i for i in todo if i > stop_at]
+            if not todo:
+                break
+    dog.stop()
+    (rootp / "ctl" / "worker_peak.json").write_text(json.dumps({
+        "kernel_peak_rss_mb": round(dog.peak_mb, 1),
+        "worker_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
     return 0
 
 
-def _kill_kernel_children(client: NotebookClient) -> None:
-    """Processes the student's code started are killed with the kernel (a double-forked daemon escapes)."""
-    pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
-    if not pid:
-        return
-    try:
-        children = psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return
-    for p in children:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], float(sys.argv[2])))
+    sys.exit(main(sys.argv[1], float(sys.argv[2]), sys.argv[3], float(sys.argv[4])))

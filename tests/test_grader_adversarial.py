@@ -1,0 +1,255 @@
+"""The grader against adversarial submissions, faults and isolation escapes (CPU).
+
+All fixtures of ``tests/fixtures/adversarial/table.py`` are graded in one ``grade --workers 2``
+batch; one table-driven test checks every verdict and prints the verdict table. Smaller tests check
+the static audit, sealed records and the limits directly.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from grader import batch, cli, compare, grade, policy, registry, sandbox
+from grader.harness import OUT_SENTINEL, guard_size, seal
+from grader.plan import make_plan
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "adversarial"))
+from table import FIXTURES  # noqa: E402
+
+KERNEL_CELL = "ex01-kernel"
+CELL_TIMEOUT = 10
+
+
+def _nb(folder: str, ex: str) -> dict:
+    return json.loads((REPO / folder / f"{ex}.ipynb").read_text(encoding="utf-8"))
+
+
+def _src(cell) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def build(name: str, spec: dict, folder: Path) -> Path:
+    path = folder / f"{name}.ipynb"
+    if "raw" in spec:
+        path.write_bytes(spec["raw"])
+        return path
+    if "other" in spec:
+        path.write_bytes((REPO / "solutions" / f"{spec['other']}.ipynb").read_bytes())
+        return path
+    nb = _nb("solutions", "ex01_axpy")
+    cell = next(c for c in nb["cells"] if c["id"] == KERNEL_CELL)
+    src = _src(cell)
+    for old, new in spec.get("edit", []):
+        assert old in src, f"{name}: edit does not apply: {old!r}"
+        src = src.replace(old, new.replace("{REPO}", str(REPO)), 1)
+    cell["source"] = src
+    if spec.get("tags"):
+        for c in nb["cells"]:
+            c.setdefault("metadata", {})["tags"] = ["skip-execution", "raises-exception"]
+            c["metadata"]["execution"] = {"iopub.status.busy": "x"}
+            c["metadata"]["tcourse"] = {"role": "demo"}
+    if spec.get("duplicate"):
+        good = json.loads(json.dumps(cell))
+        good["source"] = _src(next(c for c in _nb("solutions", "ex01_axpy")["cells"] if c["id"] == KERNEL_CELL))
+        nb["cells"].insert(nb["cells"].index(cell) + 1, good)
+    if spec.get("reverse"):
+        nb["cells"].reverse()
+    if spec.get("retype"):
+        cell["cell_type"] = "markdown"
+        cell.pop("outputs", None)
+        cell.pop("execution_count", None)
+    if spec.get("delete"):
+        nb["cells"].remove(cell)
+    if spec.get("kernelspec"):
+        nb["metadata"]["kernelspec"] = {"name": "evil", "display_name": "evil", "language": "bash"}
+    if spec.get("no_code"):
+        nb["cells"] = [c for c in nb["cells"] if c["cell_type"] != "code"]
+    path.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def _sleepers() -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if (p.info["cmdline"] or [])[-2:] == ["sleep", "1234.5"]:
+            found.append(p)
+    return found
+
+
+def _rss_mb() -> float:
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def verdict_problem(name: str, spec: dict, row: dict, result: dict | None) -> str:
+    """'' when the verdict is the expected one, else what is wrong."""
+    expect = spec.get("expect")
+    if expect == "unusable":
+        return "" if row["status"].startswith("unusable") else f"expected unusable, got {row['status']}"
+    if result is None:
+        return f"no result: {row['status']}"
+    tests = [t for t in result["tests"] if t["status"] != "skipped"]
+    if expect == "full":
+        bad = [(t["name"], t["status"], t["message"][:120]) for t in tests if t["status"] != "passed"]
+        return f"expected full marks: {bad}" if bad or result["score"] != result["max_score"] else ""
+    statuses = {t["status"] for t in tests}
+    if not statuses <= spec["statuses"]:
+        return f"statuses {statuses} not within {spec['statuses']}: {[t['message'][:100] for t in tests][:3]}"
+    if spec.get("zero") and result["score"] != 0:
+        return f"score {result['score']} != 0"
+    if result["score"] >= result["max_score"]:
+        return "a cheating/wrong submission got full marks"
+    msgs = [t["message"] for t in tests if t["status"] != "passed"]
+    if not any(all(w in m for w in spec["words"]) for m in msgs):
+        return f"no message contains {spec['words']}: {[m[:140] for m in msgs][:3]}"
+    return ""
+
+
+def test_adversarial_batch(tmp_path, capsys):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    paths = {name: build(name, spec, subs) for name, spec in FIXTURES.items()}
+    before = {p.pid for p in _sleepers()}
+    peak, stop = [0.0], threading.Event()
+
+    def watch():  # the grader's own resident memory while the batch (output flood included) runs
+        while not stop.wait(0.1):
+            peak[0] = max(peak[0], _rss_mb())
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    t0 = time.monotonic()
+    try:
+        assert cli.main(["grade", str(subs), "--out", str(out), "--device", "cpu", "--workers", "2",
+                         "--timeout", str(CELL_TIMEOUT), "--force"]) == 0
+    finally:
+        stop.set()
+        t.join()
+    wall = time.monotonic() - t0
+    leaked = [p for p in _sleepers() if p.pid not in before]
+    for p in leaked:
+        p.kill()
+    rows = {Path(r["file"]).stem: r for r in csv.DictReader(open(out / "gradebook.csv", encoding="utf-8"))}
+    table, problems = [], {}
+    for name, spec in FIXTURES.items():
+        row = rows[name]
+        jf = out / f"{batch.stem_for(paths[name])}.json"
+        result = json.loads(jf.read_text(encoding="utf-8")) if jf.exists() else None
+        if spec.get("needs_bwrap") and not sandbox.bwrap():
+            table.append(f"{name:<28} (skipped: needs bubblewrap)")
+            continue
+        why = verdict_problem(name, spec, row, result)
+        if why:
+            problems[name] = why
+        counts = {}
+        for t in (result or {}).get("tests", []):
+            if t["status"] != "skipped":
+                counts[t["status"]] = counts.get(t["status"], 0) + 1
+        first = next((t["message"] for t in (result or {}).get("tests", []) if t["status"] not in ("passed", "skipped")), "")
+        shown = row["status"] if row["status"].startswith("unusable") else f"{row['score']}/{row['max_score']}"
+        table.append(f"{name:<28} {shown:<10} {counts}  {first[:70]}")
+    with capsys.disabled():
+        print(f"\nadversarial batch: {len(FIXTURES)} submissions in {wall:.0f} s, grader peak RSS {peak[0]:.0f} MiB, "
+              f"sandbox: {sandbox.describe()}")
+        print("\n".join(table))
+    assert not leaked, f"processes outlived their submission: {[p.pid for p in leaked]}"
+    assert not problems, problems
+    flood = json.loads((out / f"{batch.stem_for(paths['output-flood'])}.json").read_text(encoding="utf-8"))
+    assert flood["score"] == flood["max_score"]
+    assert peak[0] < 1500, f"grader held {peak[0]:.0f} MiB during the batch"
+
+
+@pytest.mark.parametrize("src, ok", [
+    ("def f(x):\n    return x + 1\n", True),
+    ("import os\nos._exit(1)\n", True),
+    ("import torch\nt = torch.zeros(3)\nt[0] = 1\n", True),
+    ("torch.allclose = f\n", False),
+    ("x.__class__\n", False),
+    ("torch._C\n", False),
+    ("getattr(torch, 'allclose')\n", False),
+    ("from grader import harness\n", False),
+    ("import gc\n", False),
+    ("import sys\nsys.settrace(None)\n", False),
+    ("del torch.equal\n", False),
+    ("class T:\n    def __eq__(self, o):\n        return True\n", False),
+    ("%time x = 1\n", False),
+    ("global q\n", False),
+])
+def test_policy(src, ok):
+    assert (policy.audit_source("c", src) == []) == ok
+
+
+def test_every_solution_passes_the_audit():
+    from grader import source
+
+    for ex_id, ex in registry.EXERCISES.items():
+        if ex.written:
+            continue
+        ids = {c.id for c in source.parse(source.SRC_DIR / f"{ex_id}.py") if c.role == "solution"}
+        for folder in ("solutions", "exercises"):
+            cells = {c["id"]: _src(c) for c in _nb(folder, ex_id)["cells"] if c["id"] in ids}
+            assert policy.audit(cells) == [], (folder, ex_id)
+
+
+def _honest_files(tmp_path, pc, key, forge_out=False):
+    """What the harness writes for a correct answer (optionally with the output replaced afterwards)."""
+    n = pc.case.out_shape[0]
+    g = guard_size(n)
+    files = []
+    for name, values in pc.inputs.items():
+        arr = np.full(n + 2 * g, np.nan, dtype=np.float32)
+        arr[g:g + n] = values.numpy()
+        np.save(tmp_path / f"{pc.id}_in_{name}.npy", arr)
+        files.append(f"{pc.id}_in_{name}.npy")
+    buf = np.full(n + 2 * g, OUT_SENTINEL["float32"], dtype=np.float32)
+    buf[g:g + n] = (-1.75 * pc.inputs["x"] + pc.inputs["y"]).numpy()
+    np.save(tmp_path / f"{pc.id}_out.npy", buf)
+    rec = {"launches": 1, "forbidden": None, "error": None, "returned": "out", "late": 0,
+           "files": [f"{pc.id}_out.npy"] + files}
+    rec["seal"] = seal(key, pc.id, rec, tmp_path)
+    if forge_out:
+        buf[g] += 1
+        np.save(tmp_path / f"{pc.id}_out.npy", buf)
+    (tmp_path / f"{pc.id}.json").write_text(json.dumps(rec), encoding="utf-8")
+
+
+@pytest.mark.parametrize("how", ["honest", "wrong-key", "changed-after-seal", "unsealed"])
+def test_records_must_carry_the_runs_seal(tmp_path, how):
+    ex = registry.get("ex01_axpy")
+    _, planned = make_plan(ex, "cpu", 3, tmp_path, only_cpu=True)
+    pc = next(p for p in planned if not p.inputs2)
+    key = b"k" * 32
+    _honest_files(tmp_path, pc, b"x" * 32 if how == "wrong-key" else key, forge_out=how == "changed-after-seal")
+    if how == "unsealed":
+        rec = json.loads((tmp_path / f"{pc.id}.json").read_text())
+        del rec["seal"]
+        (tmp_path / f"{pc.id}.json").write_text(json.dumps(rec))
+    r = compare.judge(ex, pc, tmp_path, "cpu", key)
+    if how == "honest":
+        assert r.status == "passed", r.message
+    else:
+        assert r.status == "error" and "seal" in r.message
+
+
+def test_memory_watchdog_kills_a_growing_kernel(tmp_path, monkeypatch):
+    """Resident memory past the worker's limit is a crash with a memory message, not a stuck machine."""
+    from grader import execute
+
+    monkeypatch.setattr(execute, "MEM_LIMIT_MB", 1500)
+    nb = _nb("solutions", "ex01_axpy")
+    cell = next(c for c in nb["cells"] if c["id"] == KERNEL_CELL)
+    cell["source"] = "HOLD = []\nfor _ in range(40):\n    HOLD.append(torch.ones(2**27))\n" + _src(cell)
+    path = tmp_path / "grow.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    r = grade.grade(path, "cpu", cell_timeout=60, seed=1)
+    statuses = {t.status for t in r.tests if t.status != "skipped"}
+    assert statuses == {"crashed"} and r.score == 0
+    assert any("内存超限" in t.message or "崩溃" in t.message for t in r.tests)
