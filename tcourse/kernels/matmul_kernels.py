@@ -214,11 +214,11 @@ def matmul_tma(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> 
     return c
 
 
-# From 1024^3 up: the TMA kernel. At 1024^3 on the H200 it ran at 0.92-0.98x torch against the blocked
-# kernel's 0.80-0.84x (bench variants, two runs); its host cost is ~36 us a call against ~21 us (bench.host),
-# both under the ~256 MB L2-clearing memset that do_bench issues before each call. Smaller problems are
-# launch-bound: the blocked kernel, whose launch is cheaper (no tensor descriptors to encode).
-TMA_MIN_MNK = 2**30
+# Above 1024^3: the TMA kernel. At 1024^3 the blocked kernel is the steady one: 0.80-0.84x torch in three
+# H200 runs, while the TMA kernel gave 0.92-0.98x on two machines but 0.54-0.60x (fp16) on two others,
+# whose host was slower (bare launch 14.7 us vs 10.9 us): its ~36-46 us of host work per call (tensor
+# descriptors) then no longer hides under the L2-clearing memset that do_bench issues before each call.
+TMA_MIN_MNK = 2**30 + 1
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
