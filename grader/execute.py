@@ -23,6 +23,7 @@ from pathlib import Path
 import nbformat
 import psutil
 
+from . import procs as procs_mod
 from . import sandbox
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,19 +65,8 @@ def _kill_tree(pid: int) -> None:
         root.kill()
     except psutil.NoSuchProcess:
         return
-    for _ in range(5):
-        for p in procs:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(procs, timeout=5)
-        try:
-            procs = root.children(recursive=True)
-        except psutil.NoSuchProcess:
-            break
-        if not procs:
-            break
+    procs_mod.kill_all(procs)
+    procs_mod.kill_descendants(root)
 
 
 def kill_marked(marker: str) -> int:
@@ -88,12 +78,7 @@ def kill_marked(marker: str) -> int:
                 found.append(p)
         except (psutil.Error, OSError):
             continue
-    for p in found:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(found, timeout=5)
+    procs_mod.kill_all(found)
     return len(found)
 
 

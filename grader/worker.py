@@ -32,6 +32,8 @@ import psutil
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
+from . import procs
+
 STOP_ON_ERROR = ("setup", "given", "solution")  # nothing after them can work
 MAX_RESTARTS = 2
 PR_SET_CHILD_SUBREAPER = 36
@@ -58,19 +60,9 @@ def _subreaper() -> None:
         pass
 
 
-def kill_descendants(rounds: int = 5) -> None:
+def kill_descendants() -> None:
     """Kill every descendant of this process (the kernel, bwrap, and anything they forked)."""
-    me = psutil.Process()
-    for _ in range(rounds):
-        procs = me.children(recursive=True)
-        if not procs:
-            return
-        for p in procs:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(procs, timeout=5)
+    procs.kill_descendants(psutil.Process())
 
 
 class Watchdog(threading.Thread):

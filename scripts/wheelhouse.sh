@@ -6,7 +6,7 @@
 #   ./course.sh wheelhouse [DIR] [--kernel-only]    # here, with internet: download into DIR (default wheelhouse/)
 #   ./course.sh install-offline DIR                 # there: pip --no-index from DIR, then link the repo
 #
-# --kernel-only: only what executing notebooks and grading needs (no JupyterLab server): ~18 MB.
+# --kernel-only: only what executing notebooks and grading needs (no JupyterLab server): ~20 MB.
 # torch and triton are never included: take the node's own builds (they must match its CUDA driver).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ for a in "$@"; do
 done
 mkdir -p "$DIR"
 if ((KERNEL_ONLY)); then
-  grep -E '^(nbformat|nbclient|ipykernel|ipywidgets|pyyaml)\b' requirements.txt > "$DIR/requirements.txt"
+  grep -E '^(nbformat|nbclient|ipykernel|ipywidgets|pyyaml|psutil)\b' requirements.txt > "$DIR/requirements.txt"
 else
   grep -v -E '^(torch|triton)\b' requirements.txt > "$DIR/requirements.txt"
 fi
