@@ -54,13 +54,17 @@ def describe() -> str:
 
 
 def _python_dirs() -> list[str]:
-    """Folders the kernel's Python needs (interpreter, stdlib, site-packages), outside the repository."""
-    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix}
-    dirs |= {p for p in sys.path if p and os.path.isdir(p)}
+    """Folders the kernel's Python needs (interpreter, stdlib, site-packages), but none of the repository.
+
+    A virtual environment inside the repository (``./course.sh`` makes ``.venv`` there) is kept: it holds
+    installed packages, not course sources; other ``sys.path`` entries inside the repository are not.
+    """
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    dirs = prefixes | {os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)}
     keep = set()
-    for d in dirs:
-        real = os.path.realpath(d)
-        if real == str(REPO) or real.startswith(str(REPO) + os.sep) or real in ("/", "/tmp"):
+    for real in dirs:
+        inside_repo = real == str(REPO) or real.startswith(str(REPO) + os.sep)
+        if real in ("/", "/tmp", str(REPO)) or (inside_repo and real not in prefixes):
             continue
         keep.add(real)
     return sorted(d for d in keep if not any(d != o and d.startswith(o + os.sep) for o in keep))

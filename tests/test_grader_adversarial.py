@@ -253,3 +253,19 @@ def test_memory_watchdog_kills_a_growing_kernel(tmp_path, monkeypatch):
     statuses = {t.status for t in r.tests if t.status != "skipped"}
     assert statuses == {"crashed"} and r.score == 0
     assert any("内存超限" in t.message or "崩溃" in t.message for t in r.tests)
+
+
+def test_sandbox_keeps_a_venv_inside_the_repository_but_not_the_repository(monkeypatch):
+    """./course.sh puts .venv inside the repo: the kernel needs it, and must still not see the repo."""
+    import os
+    import sys
+
+    from grader import sandbox
+
+    venv = os.path.realpath(sandbox.REPO / ".venv")
+    monkeypatch.setattr(sys, "prefix", venv)
+    monkeypatch.setattr(sys, "exec_prefix", venv)
+    monkeypatch.setattr(sys, "path", [str(sandbox.REPO), str(sandbox.REPO / "grader")])
+    dirs = sandbox._python_dirs()
+    assert venv in dirs
+    assert not any(d == str(sandbox.REPO) or d.startswith(str(sandbox.REPO / "grader")) for d in dirs)
