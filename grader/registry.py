@@ -119,10 +119,6 @@ def swizzle_spec(num_pid_m: int, num_pid_n: int, GROUP_M: int) -> list[tuple[int
 
 # --- cases ----------------------------------------------------------------------------------------
 
-def _dtypes(device):
-    return CPU_DTYPES + (("bfloat16",) if device == "cuda" else ())
-
-
 def _perf(name, points=2.0, **perf):
     return Case(name=name, dtype=perf.pop("dtype"), mode="perf", points=points, gpu_only=True, perf=perf,
                 hint="性能分：和参考 kernel 在同一次运行里用 do_bench 交替计时，按时间比给分（>=0.9 倍参考速度满分，<=0.5 倍 0 分）。")

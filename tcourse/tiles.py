@@ -43,9 +43,6 @@ class Wave:
         """Distinct BLOCK_M x BLOCK_K tiles of A the wave loads over its whole K loop."""
         return len(self.a_rows) * cdiv(self.K, block_k)
 
-    def b_tiles(self, block_k: int) -> int:
-        return len(self.b_cols) * cdiv(self.K, block_k)
-
     def unique_bytes(self, elsize: int = 2) -> int:
         """Bytes of A and B the wave needs at least once (what L2 must hold for perfect reuse)."""
         return (len(self.a_rows) * self.block_m + len(self.b_cols) * self.block_n) * self.K * elsize
