@@ -110,7 +110,10 @@ def run(nb: nbformat.NotebookNode, root: Path, device: str, cell_timeout: float,
         proc.wait()
     ex.strays_killed = kill_marked(marker)
     log = root / "ctl" / "worker.log"
-    ex.worker_stderr = log.read_bytes()[-4000:].decode("utf-8", "replace") if log.exists() else ""
+    if log.exists():  # the tail only: the kernel's raw fd 1/2 bytes also land here (up to FILE_LIMIT)
+        with open(log, "rb") as f:
+            f.seek(max(0, log.stat().st_size - 4000))
+            ex.worker_stderr = f.read().decode("utf-8", "replace")
     try:
         peak = json.loads((root / "ctl" / "worker_peak.json").read_text(encoding="utf-8"))
         ex.kernel_peak_rss_mb = float(peak["kernel_peak_rss_mb"])

@@ -3,7 +3,8 @@
 Layout of one run (``root`` is a fresh temporary folder, see :mod:`grader.grade`)::
 
     root/work/   the kernel's working directory: rebuilt notebook, plan, inputs, the harness's outputs
-    root/lib/    read-only copy of what the kernel may import: tcourse/ and grader/harness.py only
+    root/lib/    read-only copy of what the kernel may import: tcourse/, grader/harness.py and
+                 grader/kernel_io.py (the kernel's size-capped stdout/stderr) only
     root/rt/     kernel connection file and ipc sockets, IPython/matplotlib/Triton caches, HOME
     root/ctl/    the worker's side, never bound into the sandbox: kernelspec, kernel environment,
                  status.jsonl, worker.log
@@ -71,12 +72,13 @@ def _python_dirs() -> list[str]:
 
 
 def make_lib(root: Path) -> Path:
-    """root/lib: tcourse and the harness, read-only (the kernel imports nothing else of the repository)."""
+    """root/lib: tcourse, the harness and the output cap, read-only (the kernel imports nothing else of the repository)."""
     lib = root / "lib"
     shutil.copytree(REPO / "tcourse", lib / "tcourse", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (lib / "grader").mkdir()
-    (lib / "grader" / "__init__.py").write_text('"""Kernel-side copy: the harness only."""\n', encoding="utf-8")
-    shutil.copy2(REPO / "grader" / "harness.py", lib / "grader" / "harness.py")
+    (lib / "grader" / "__init__.py").write_text('"""Kernel-side copy: the harness and the output cap only."""\n', encoding="utf-8")
+    for name in ("harness.py", "kernel_io.py"):
+        shutil.copy2(REPO / "grader" / name, lib / "grader" / name)
     for p in sorted(lib.rglob("*"), reverse=True):
         p.chmod(stat.S_IRUSR | stat.S_IRGRP | (stat.S_IXUSR | stat.S_IXGRP if p.is_dir() else 0))
     lib.chmod(stat.S_IRUSR | stat.S_IXUSR)
@@ -84,7 +86,8 @@ def make_lib(root: Path) -> Path:
 
 
 def kernel_argv(root: Path, device: str) -> list[str]:
-    py = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    py = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+          "--IPKernelApp.outstream_class=grader.kernel_io.CappedOutStream"]
     exe = bwrap()
     if not exe:
         return py

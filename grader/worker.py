@@ -9,8 +9,9 @@ ipc sockets in ``ROOT/rt`` (they work across the sandbox's network namespace) an
 line per executed cell ``{"index", "id", "role", "status": ok|error|timeout|dead, "error"}``, flushed
 as it goes.
 
-- Outputs are never kept: every output message is dropped as it arrives (an output flood costs
-  the worker nothing); errors are read from the execute reply.
+- Outputs are never kept: every output message is dropped as it arrives; errors are read from the
+  execute reply. The kernel publishes at most 1 Mi characters per stream (:mod:`grader.kernel_io`):
+  ipykernel would otherwise send a whole flood as one message, which the worker must parse whole.
 - A harness cell that kills the kernel or loses the CUDA context (``CudaContextLost``) gets a fresh
   kernel for the next case: template and answer cells run again, then the remaining cases
   (at most ``MAX_RESTARTS`` times per submission).
@@ -51,6 +52,21 @@ class QuietClient(NotebookClient):
         km = super().create_kernel_manager()
         km.transport, km.ip, km.connection_file = "ipc", self.ipc_prefix, self.ipc_prefix + ".json"
         return km
+
+
+def own_peak_rss_mb() -> float:
+    """This process's peak resident memory since it started Python (VmHWM).
+
+    ``ru_maxrss`` would do on other systems, but on Linux it survives ``exec`` and so also counts the
+    pages of the grader process that forked this worker."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _subreaper() -> None:
@@ -153,7 +169,7 @@ def main(root: str, cell_timeout: float, device: str, mem_limit_mb: float) -> in
     dog.stop()
     (rootp / "ctl" / "worker_peak.json").write_text(json.dumps({
         "kernel_peak_rss_mb": round(dog.peak_mb, 1),
-        "worker_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
+        "worker_peak_rss_mb": round(own_peak_rss_mb(), 1)}))
     return 0
 
 

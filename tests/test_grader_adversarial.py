@@ -17,7 +17,7 @@ import numpy as np
 import psutil
 import pytest
 
-from grader import batch, cli, compare, grade, policy, registry, sandbox
+from grader import batch, cli, compare, execute, grade, policy, registry, sandbox
 from grader.harness import OUT_SENTINEL, guard_size, seal
 from grader.plan import make_plan
 
@@ -113,8 +113,20 @@ def verdict_problem(name: str, spec: dict, row: dict, result: dict | None) -> st
     return ""
 
 
-def test_adversarial_batch(tmp_path, capsys):
+FLOOD_LINE = "print('x' * 2**20)"  # the output-flood fixture's answer cell
+
+
+def test_adversarial_batch(tmp_path, capsys, monkeypatch):
     subs, out = tmp_path / "subs", tmp_path / "out"
+    worker_peaks = []  # (is the output flood, worker's peak RSS MiB) per execution
+
+    def run(nb, *args, **kwargs):
+        ex = real_run(nb, *args, **kwargs)
+        worker_peaks.append((any(FLOOD_LINE in c.source for c in nb.cells), ex.worker_peak_rss_mb))
+        return ex
+
+    real_run = execute.run
+    monkeypatch.setattr(execute, "run", run)
     subs.mkdir()
     paths = {name: build(name, spec, subs) for name, spec in FIXTURES.items()}
     before = {p.pid for p in _sleepers()}
@@ -157,7 +169,9 @@ def test_adversarial_batch(tmp_path, capsys):
         shown = row["status"] if row["status"].startswith("unusable") else f"{row['score']}/{row['max_score']}"
         table.append(f"{name:<28} {shown:<10} {counts}  {first[:70]}")
     with capsys.disabled():
+        flood_mb = [f"{mb:.0f}" for is_flood, mb in worker_peaks if is_flood]
         print(f"\nadversarial batch: {len(FIXTURES)} submissions in {wall:.0f} s, grader peak RSS {peak[0]:.0f} MiB, "
+              f"worker peak RSS during the output flood {'/'.join(flood_mb)} MiB, "
               f"sandbox: {sandbox.describe()}")
         print("\n".join(table))
     assert not leaked, f"processes outlived their submission: {[p.pid for p in leaked]}"
@@ -165,6 +179,10 @@ def test_adversarial_batch(tmp_path, capsys):
     flood = json.loads((out / f"{batch.stem_for(paths['output-flood'])}.json").read_text(encoding="utf-8"))
     assert flood["score"] == flood["max_score"]
     assert peak[0] < 1500, f"grader held {peak[0]:.0f} MiB during the batch"
+    flood_peak = max(mb for is_flood, mb in worker_peaks if is_flood)
+    others = [mb for is_flood, mb in worker_peaks if not is_flood and mb > 0]
+    assert others and flood_peak < min(others) + 64, \
+        f"the worker held {flood_peak:.0f} MiB during the output flood, {min(others):.0f} MiB for other submissions"
 
 
 @pytest.mark.parametrize("src, ok", [
