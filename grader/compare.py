@@ -50,10 +50,12 @@ def _record(path: Path, key: bytes | None = None) -> dict:
         raise BadRecord(f"{path.name}: {e}") from None
     if not isinstance(rec, dict):
         raise BadRecord(f"{path.name}: not an object")
+    sealed = {**rec}  # the seal covers the record as written
     rec.setdefault("late", 0)  # written by every harness since the records are sealed; optional without a key
+    rec.setdefault("early", 0)  # written for tensor cases only
     rec.setdefault("files", [])
     checks = {"launches": int, "forbidden": (str, type(None)), "error": (str, type(None)), "returned": str,
-              "late": int, "files": list}
+              "late": int, "early": int, "files": list}
     for field, typ in checks.items():
         if not isinstance(rec.get(field), typ) or isinstance(rec.get(field), bool):
             raise BadRecord(f"{path.name}: field {field!r} missing or of the wrong type")
@@ -65,7 +67,7 @@ def _record(path: Path, key: bytes | None = None) -> dict:
         raise BadRecord(f"{path.name}: field 'files' names a file the harness does not write")
     if key is not None:
         try:
-            want = seal(key, stem, rec, path.parent)
+            want = seal(key, stem, sealed, path.parent)
         except OSError as e:
             raise BadRecord(f"{path.name}: {e}") from None
         if not isinstance(rec.get("seal"), str) or not hmac.compare_digest(rec["seal"], want):
@@ -117,6 +119,10 @@ def judge(ex: Exercise, pc: PlannedCase, workdir: Path, device: str, key: bytes 
         if rec["late"]:
             return mk("failed", f"函数返回时 out 还没有写完（返回之后又有 {rec['late']} 个元素被改写）：结果不能在另一个"
                                 "线程或另一个 CUDA stream 上延后完成，函数返回前要在当前 stream 上把 out 写好。")
+        numel = int(np.prod(case.out_shape))
+        if rec["early"] * 2 > numel:
+            return mk("failed", f"第一次启动 Triton kernel 之前，out 里已经有 {rec['early']}/{numel} 个元素是最后返回的值："
+                                "结果是在 kernel 之外算好的（torch、numpy 或 Python），kernel 只是走个过场。")
         first = _judge_tensor(ex, pc, workdir, device, mk, "", pc.inputs)
         if first.status != "passed" or not pc.inputs2:
             return first
@@ -161,10 +167,17 @@ def _judge_tensor(ex: Exercise, pc: PlannedCase, workdir: Path, device: str, mk,
         side = "之后" if hit_hi else "之前"
         return mk("failed", f"{where}：越界写 —— out {side}的保护区被写了 {hit_lo + hit_hi} 个元素。"
                             f"通常是 tl.store 少了 mask（最后一个块超出了张量）。{case.hint}")
+    atol, rtol = (0.0, 0.0) if dt == "int32" else case.tol or ex.tolerance(dt, device)
+    replay = _array(workdir / f"{pc.id}_replay{tag}.npy", NUMPY_SAVE[dt], numel + 2 * g).astype(np.float64)
+    differ = ~((replay == buf) | (np.abs(replay - buf) <= atol + rtol * np.abs(buf)) | (np.isnan(replay) & np.isnan(buf)))
+    if differ.any():
+        return mk("failed", f"{where}：只重放这次调用里的 Triton kernel launch（out 先恢复成第一次 launch 之前的内容，"
+                            f"中间不运行别的代码）得到的结果有 {int(differ.sum())} 个元素和函数返回的不同："
+                            "out 不是（全部）由你的 Triton kernel 写出的——例如 launch 之后又用 torch/numpy 改写了 out；"
+                            "或者 kernel 每次运行结果都不一样（几个 program 写同一个元素？）。")
     ref = ex.reference(inputs, {**case.scalars}).numpy()
     if dt == "int32":
         return _judge_exact_int(out, ref, where, case, mk)
-    atol, rtol = case.tol or ex.tolerance(dt, device)
     nan_out = np.isnan(out) & ~np.isnan(ref)
     if nan_out.any():
         i = _idx(int(np.argmax(nan_out.ravel())), out.shape)

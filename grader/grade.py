@@ -154,4 +154,7 @@ def _blocked(cell: dict, mk) -> TestResult:
 
 def _last_line(text: str) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][-300:] if lines else ""
+    if not lines:
+        return ""
+    last = lines[-1]
+    return last if len(last) <= 300 else f"{last[:150]} … {last[-150:]}"  # the exception's name stays

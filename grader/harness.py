@@ -2,9 +2,10 @@
 
 Runs inside the notebook kernel (the trusted cells the grader appends after the student's cells)
 and, for quick feedback, inside the student's own notebook through :mod:`grader.selfcheck`.
-It never judges anything: it writes the padded output buffer, the padded input buffers after the
-call and a small JSON record per case (launch count, error text, forbidden torch op) into the
-working directory; :mod:`grader.compare` decides in the grader's own process.
+It never judges anything: it writes the padded output buffer, the same buffer after replaying only
+the call's Triton launches (:class:`LaunchLog`), the padded input buffers after the call and a small
+JSON record per case (launch count, error text, forbidden torch op) into the working directory;
+:mod:`grader.compare` decides in the grader's own process.
 
 Buffers: every input and the output is a view into a larger flat buffer with ``guard`` extra
 elements on each side. Input padding is NaN (an unmasked read poisons the result), output padding
@@ -34,6 +35,7 @@ RETURNED = ("out", "other", "input", "none")
 # Bound when this module is imported: the grader imports it in a trusted cell before any answer cell
 # runs, so these are the original functions even if an answer cell later rebinds the modules' names.
 _save, _json_dumps, _sha256, _hmac_new = np.save, json.dumps, hashlib.sha256, hmac.new
+_clone = torch.Tensor.clone  # LaunchLog copies tensors while the exercise's poisoned torch ops are in place
 _KEY: bytes | None = None
 
 
@@ -109,9 +111,74 @@ def _resolve(path: str):
     return obj, parts[-1]
 
 
+class LaunchLog:
+    """Every Triton launch of one call, kept so that it can be replayed on its own afterwards.
+
+    The output must be what the launches write: :meth:`replay` puts ``out`` back as it was at the
+    first launch, restores each launch's other tensor arguments (scratch buffers, counters) as they
+    were when it ran, and runs the same launches again, in order, with nothing else in between.
+    A result finished by torch or numpy after (or between) the launches does not come back.
+    """
+
+    def __init__(self, out_buf: torch.Tensor, keep: list[torch.Tensor]):
+        self.out_buf = out_buf
+        self._skip = {t.untyped_storage().data_ptr() for t in [out_buf, *keep]}
+        self.at_first: torch.Tensor | None = None
+        self.calls: list = []
+
+    def add(self, run, fn, args, kwargs) -> None:
+        if self.at_first is None:
+            self.at_first = _clone(self.out_buf)
+        tensors = [t for t in (*args, *kwargs.values())
+                   if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in self._skip]
+        self.calls.append((run, fn, args, kwargs, [(t, _clone(t)) for t in tensors]))
+
+    def replay(self) -> None:
+        if self.at_first is None:
+            return
+        self.out_buf.copy_(self.at_first)
+        for run, fn, args, kwargs, saved in self.calls:
+            for t, before in saved:
+                t.copy_(before)
+            run(fn, *args, **kwargs)
+
+
+SIDE_STREAM_DELAY_CYCLES = 50_000_000  # ~25 ms of GPU clock cycles
+
+
 @contextlib.contextmanager
-def watched(poison: list[str], record: dict):
-    """Count Triton launches and make the listed torch ops raise :class:`ForbiddenOp`.
+def side_streams_delayed():
+    """On a GPU, hold back every Triton launch made on a stream other than the caller's by a GPU sleep
+    enqueued just before it (after any compilation): work left running on another stream is then
+    reliably still running when the function returns, instead of by chance (a JIT compile in the
+    same call can take longer than the work itself). A function that makes the caller's stream wait
+    for its side stream, as it must, only gets slower."""
+    import torch
+
+    try:
+        from triton import knobs
+    except ImportError:  # pragma: no cover - Triton before 3.4
+        yield
+        return
+    if not torch.cuda.is_available():
+        yield
+        return
+    entry = torch.cuda.current_stream()
+
+    def hold_back(_metadata):
+        if torch.cuda.current_stream() != entry:
+            torch.cuda._sleep(SIDE_STREAM_DELAY_CYCLES)
+
+    knobs.runtime.launch_enter_hook.add(hold_back)
+    try:
+        yield
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hold_back)
+
+
+@contextlib.contextmanager
+def watched(poison: list[str], record: dict, log: LaunchLog | None = None):
+    """Count Triton launches (and log them in ``log``) and make the listed torch ops raise :class:`ForbiddenOp`.
 
     Launches are counted by wrapping ``run`` of JITFunction and of the interpreter's
     InterpretedFunction (``kernel[grid](...)`` ends there in both modes; launch hooks are never
@@ -132,6 +199,8 @@ def watched(poison: list[str], record: dict):
         def run(self, *args, **kwargs):
             if not kwargs.get("warmup", False):
                 record["launches"] += 1
+                if log is not None:
+                    log.add(orig, self, args, kwargs)
             return orig(self, *args, **kwargs)
         return run
 
@@ -152,7 +221,8 @@ def watched(poison: list[str], record: dict):
         for owner, attr, new in targets:
             saved.append((owner, attr, attr in vars(owner), getattr(owner, attr)))
             setattr(owner, attr, new)
-        yield
+        with side_streams_delayed():
+            yield
     finally:
         for owner, attr, had_own, old in reversed(saved):
             if had_own:
@@ -194,6 +264,12 @@ def _settle(out_buf: torch.Tensor, device: str) -> tuple[np.ndarray, np.ndarray]
     return _to_numpy(at_return), _to_numpy(out_buf)
 
 
+def _already_final(at_first: np.ndarray, at_return: np.ndarray) -> int:
+    """Elements of the output that held their returned, non-zero value before the first launch
+    (a result computed by other means and then "confirmed" by a launch that does not produce it)."""
+    return int(np.count_nonzero((at_first == at_return) & np.isfinite(at_return) & (at_return != 0)))
+
+
 def _cuda_ok(device: str) -> bool:
     if device != "cuda":
         return True
@@ -211,7 +287,8 @@ def run_tensor_case(fn, case: dict, workdir: Path, device: str) -> dict:
     dt = case["dtype"]
     out, out_buf = guarded(case["out_shape"], "contig", dt, device, OUT_SENTINEL[dt], OUT_FILL.get(dt, float("nan")))
     cid = case["id"]
-    rec: dict = {"launches": 0, "forbidden": None, "error": None, "returned": "none", "late": 0, "files": []}
+    rec: dict = {"launches": 0, "forbidden": None, "error": None, "returned": "none", "late": 0, "early": 0,
+                 "files": []}
     rounds = [""] + (["2"] if case.get("repeat") else [])
     for tag in rounds:
         if tag:
@@ -222,14 +299,20 @@ def run_tensor_case(fn, case: dict, workdir: Path, device: str) -> dict:
         values = {**views, **case["scalars"]}
         args = [values[n] for n in case["call"]]
         kwargs = {n: values[n] for n in case["kwargs"]}
+        log = LaunchLog(out_buf, list(bufs.values()))
         try:
-            with watched(case["poison"], rec):
+            with watched(case["poison"], rec, log):
                 ret = fn(*args, **kwargs, out=out)
             at_return, later = _settle(out_buf, device)
             if isinstance(ret, torch.Tensor):
                 same = ret.data_ptr() == out.data_ptr() and ret.shape == out.shape and ret.stride() == out.stride()
                 rec["returned"] = "out" if same else "input" if _shares_storage(ret, bufs) else "other"
             rec["late"] += int(np.count_nonzero(~((at_return == later) | (np.isnan(at_return) & np.isnan(later)))))
+            if log.at_first is not None:
+                span = slice(out.storage_offset(), out.storage_offset() + out.numel())
+                rec["early"] = max(rec["early"], _already_final(_to_numpy(log.at_first)[span], at_return[span]))
+            log.replay()
+            replayed = _settle(out_buf, device)[1]
         except Exception as e:  # the student's error is a verdict, recorded as text
             rec["error"] = _error_text(e)
         if not _cuda_ok(device):
@@ -239,9 +322,10 @@ def run_tensor_case(fn, case: dict, workdir: Path, device: str) -> dict:
         if rec["error"]:
             break
         _save(workdir / f"{cid}_out{tag}.npy", at_return, allow_pickle=False)
+        _save(workdir / f"{cid}_replay{tag}.npy", replayed, allow_pickle=False)
         for name, buf in bufs.items():
             _save(workdir / f"{cid}_in{tag}_{name}.npy", _to_numpy(buf), allow_pickle=False)
-        rec["files"] += [f"{cid}_out{tag}.npy"] + [f"{cid}_in{tag}_{name}.npy" for name in bufs]
+        rec["files"] += [f"{cid}_out{tag}.npy", f"{cid}_replay{tag}.npy"] + [f"{cid}_in{tag}_{name}.npy" for name in bufs]
         if rec["returned"] != "out":
             break
     return rec

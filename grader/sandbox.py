@@ -4,7 +4,7 @@ Layout of one run (``root`` is a fresh temporary folder, see :mod:`grader.grade`
 
     root/work/   the kernel's working directory: rebuilt notebook, plan, inputs, the harness's outputs
     root/lib/    read-only copy of what the kernel may import: tcourse/, grader/harness.py and
-                 grader/kernel_io.py (the kernel's size-capped stdout/stderr) only
+                 grader/kernel_io.py (the kernel's main module: size-capped messages and streams) only
     root/rt/     kernel connection file and ipc sockets, IPython/matplotlib/Triton caches, HOME
     root/ctl/    the worker's side, never bound into the sandbox: kernelspec, kernel environment,
                  status.jsonl, worker.log
@@ -86,8 +86,7 @@ def make_lib(root: Path) -> Path:
 
 
 def kernel_argv(root: Path, device: str) -> list[str]:
-    py = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}",
-          "--IPKernelApp.outstream_class=grader.kernel_io.CappedOutStream"]
+    py = [sys.executable, "-m", "grader.kernel_io", "-f", "{connection_file}"]
     exe = bwrap()
     if not exe:
         return py

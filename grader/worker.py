@@ -54,6 +54,11 @@ class QuietClient(NotebookClient):
         return km
 
 
+def _clip(text: str, n: int) -> str:
+    """At most about ``n`` characters: the head (the exception's name) and the tail (where it happened)."""
+    return text if len(text) <= n else f"{text[:n // 2]} … {text[-(n // 2):]}"
+
+
 def own_peak_rss_mb() -> float:
     """This process's peak resident memory since it started Python (VmHWM).
 
@@ -130,7 +135,7 @@ def _session(nb, cells, root: Path, cell_timeout: float, log, record_prelude: bo
                     line.update(status="dead", error=str(e)[-500:])
                 except CellExecutionError as e:
                     line.update(status="timeout" if e.ename == "CellTimeout" else "error",
-                                error=f"{e.ename}: {e.evalue}"[-1500:])
+                                error=_clip(f"{e.ename}: {e.evalue}", 1500))
                     if e.ename == "CudaContextLost":
                         line["cuda_lost"] = True
                 if line["status"] == "dead" and dog.tripped:

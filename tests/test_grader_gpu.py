@@ -1,4 +1,8 @@
-"""The grader on a CUDA GPU: an illegal memory access must not poison later cases or the next submission.
+"""The grader on a CUDA GPU: faults and cheats that only a GPU can show.
+
+An illegal memory access must not poison later cases or the next submission; a result finished on
+another CUDA stream after the function returned must fail; the same side stream joined to the
+current one before returning is fine.
 
 Run on the H200:  PYTHONPATH=. python -m pytest -q tests/test_grader_gpu.py   (skipped without CUDA)
 
@@ -6,6 +10,10 @@ The faulty submission does an illegal memory access only when n == 7 (two cases:
 float16). Each one breaks its kernel's CUDA context; the worker restarts the kernel for the next
 case, so every other correctness case still passes. Then a correct submission, graded right after,
 passes every correctness case.
+
+The side-stream submission launches a kernel that spins for milliseconds on a new stream, then its
+AXPY kernel on the same stream, and returns without waiting: the harness's copy of ``out`` taken at
+the return (on the current stream) misses what lands later.
 """
 from __future__ import annotations
 
@@ -27,21 +35,32 @@ IMA = [("def axpy_kernel(x_ptr, y_ptr, out_ptr, a, n, BLOCK_SIZE: tl.constexpr):
         "axpy_kernel[grid](x, y, out, a, n, (1 << 40) if n == 7 else 0, BLOCK_SIZE=BLOCK_SIZE)")]
 
 
-def _variant(tmp_path: Path) -> Path:
+LAUNCH = "    axpy_kernel[grid](x, y, out, a, n, BLOCK_SIZE=BLOCK_SIZE)\n"
+SPIN = ("@triton.jit\ndef spin_kernel(p, iters):\n    acc = tl.load(p)\n    for _ in range(iters):\n"
+        "        acc = acc * 1.0000001 + 1e-7\n    tl.store(p, acc)\n\n\n@triton.jit\ndef axpy_kernel")
+SIDE = ("    side = torch.cuda.Stream()\n    side.wait_stream(torch.cuda.current_stream())\n"
+        "    with torch.cuda.stream(side):\n"
+        "        spin_kernel[(1,)](torch.ones(1, device=x.device), 4_000_000)\n"
+        + LAUNCH.replace("    axpy", "        axpy"))
+SIDE_STREAM = [("@triton.jit\ndef axpy_kernel", SPIN), (LAUNCH, SIDE)]
+SIDE_STREAM_JOINED = SIDE_STREAM + [("    return out", "    torch.cuda.current_stream().wait_stream(side)\n    return out")]
+
+
+def _variant(tmp_path: Path, edits, name: str) -> Path:
     nb = json.loads((REPO / "solutions" / "ex01_axpy.ipynb").read_text(encoding="utf-8"))
     cell = next(c for c in nb["cells"] if c["id"] == "ex01-kernel")
     src = "".join(cell["source"])
-    for old, new in IMA:
+    for old, new in edits:
         assert old in src, old
-        src = src.replace(old, new)
+        src = src.replace(old, new, 1)
     cell["source"] = src
-    path = tmp_path / "ima.ipynb"
+    path = tmp_path / f"{name}.ipynb"
     path.write_text(json.dumps(nb), encoding="utf-8")
     return path
 
 
 def test_illegal_memory_access_does_not_poison_the_next_case_or_submission(tmp_path):
-    bad = grade.grade(_variant(tmp_path), "cuda", cell_timeout=60, seed=11)
+    bad = grade.grade(_variant(tmp_path, IMA, "ima"), "cuda", cell_timeout=60, seed=11)
     correctness = [t for t in bad.tests if not t.name.startswith("性能")]
     ima = [t for t in correctness if t.name.startswith("n=7 ")]
     rest = [t for t in correctness if not t.name.startswith("n=7 ")]
@@ -55,3 +74,16 @@ def test_illegal_memory_access_does_not_poison_the_next_case_or_submission(tmp_p
                 if not t.name.startswith("性能") and t.status != "passed"]
     assert not bad_good
     assert bad.duration_s + good.duration_s < 90
+
+
+def test_work_left_running_on_another_stream_fails_and_joined_passes(tmp_path):
+    late = grade.grade(_variant(tmp_path, SIDE_STREAM, "side"), "cuda", cell_timeout=60, seed=13)
+    correctness = [t for t in late.tests if not t.name.startswith("性能")]
+    assert correctness and all(t.status == "failed" and t.points == 0 for t in correctness), \
+        [(t.name, t.status, t.message[:200]) for t in correctness]
+    assert any("另一个" in t.message and "stream" in t.message for t in correctness), [t.message[:200] for t in correctness]
+
+    joined = grade.grade(_variant(tmp_path, SIDE_STREAM_JOINED, "joined"), "cuda", cell_timeout=60, seed=14)
+    assert all(t.status == "passed" for t in joined.tests if not t.name.startswith("性能")), \
+        [(t.name, t.status, t.message[:200]) for t in joined.tests if t.status != "passed"]
+
