@@ -122,6 +122,8 @@ def _verdicts(ex, planned, run: execute.Execution, workdir: Path, device: str, k
                 tests.append(mk("timeout", "整份作业的时间预算用完了，这个测试没有运行（前面某个测试或单元太慢或死循环？）。"))
             elif any(c["status"] == "dead" for c in run.cells.values()):
                 tests.append(mk("crashed", "内核在前面的测试中崩溃了，这个测试没有运行。"))
+            elif any(c["status"] == "timeout" for c in run.cells.values()):
+                tests.append(mk("timeout", "前面的测试超时了好几次（每次都换了新的内核，次数已用完），这个测试没有运行。"))
             else:
                 tests.append(mk("crashed", f"评分进程异常退出（exit {run.worker_rc}），这个测试没有运行。"
                                            f"{_last_line(run.worker_stderr)}"))

@@ -10,11 +10,12 @@ line per executed cell ``{"index", "id", "role", "status": ok|error|timeout|dead
 as it goes.
 
 - Outputs are never kept: every output message is dropped as it arrives; errors are read from the
-  execute reply. The kernel publishes at most 1 Mi characters per stream (:mod:`grader.kernel_io`):
-  ipykernel would otherwise send a whole flood as one message, which the worker must parse whole.
-- A harness cell that kills the kernel or loses the CUDA context (``CudaContextLost``) gets a fresh
-  kernel for the next case: template and answer cells run again, then the remaining cases
-  (at most ``MAX_RESTARTS`` times per submission).
+  execute reply. The kernel publishes at most 1 Mi characters per stream and per message
+  (:mod:`grader.kernel_io`): a flood would otherwise arrive as one message, parsed whole.
+- A harness cell that kills the kernel, loses the CUDA context (``CudaContextLost``) or times out
+  gets a fresh kernel for the next case: template and answer cells run again, then the remaining
+  cases (at most ``MAX_RESTARTS`` times per submission). A timed-out kernel may not answer the
+  interrupt at all (a GPU kernel that never ends, a long C call), so it is not reused.
 - A watchdog kills the kernel when the resident memory of its process tree passes the limit.
 - The worker is a child subreaper: whatever the student's code forks, even a double-forked daemon,
   stays its descendant and is killed with the kernel.
@@ -145,7 +146,7 @@ def _session(nb, cells, root: Path, cell_timeout: float, log, record_prelude: bo
                 if role == "harness" or record_prelude:
                     log.write(json.dumps(line) + "\n")
                     log.flush()
-                if role == "harness" and (line["status"] == "dead" or line.get("cuda_lost")):
+                if role == "harness" and (line["status"] in ("dead", "timeout") or line.get("cuda_lost")):
                     return i
                 if line["status"] == "dead" or (line["status"] != "ok" and role in STOP_ON_ERROR):
                     return None

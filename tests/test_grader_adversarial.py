@@ -103,6 +103,8 @@ def verdict_problem(name: str, spec: dict, row: dict, result: dict | None) -> st
     statuses = {t["status"] for t in tests}
     if not statuses <= spec["statuses"]:
         return f"statuses {statuses} not within {spec['statuses']}: {[t['message'][:100] for t in tests][:3]}"
+    if "passed" in spec and sum(t["status"] == "passed" for t in tests) != spec["passed"]:
+        return f"expected {spec['passed']} passed tests: {[(t['name'], t['status']) for t in tests]}"
     if spec.get("zero") and result["score"] != 0:
         return f"score {result['score']} != 0"
     if result["score"] >= result["max_score"]:
