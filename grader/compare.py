@@ -53,9 +53,10 @@ def _record(path: Path, key: bytes | None = None) -> dict:
     sealed = {**rec}  # the seal covers the record as written
     rec.setdefault("late", 0)  # written by every harness since the records are sealed; optional without a key
     rec.setdefault("early", 0)  # written for tensor cases only
+    rec.setdefault("other_thread", 0)  # written by watched() (not for index-map cases)
     rec.setdefault("files", [])
     checks = {"launches": int, "forbidden": (str, type(None)), "error": (str, type(None)), "returned": str,
-              "late": int, "early": int, "files": list}
+              "late": int, "early": int, "other_thread": int, "files": list}
     for field, typ in checks.items():
         if not isinstance(rec.get(field), typ) or isinstance(rec.get(field), bool):
             raise BadRecord(f"{path.name}: field {field!r} missing or of the wrong type")
@@ -105,6 +106,9 @@ def judge(ex: Exercise, pc: PlannedCase, workdir: Path, device: str, key: bytes 
             return mk("failed", f"调用了 {rec['forbidden']}：这一题要求结果由你的 Triton kernel 计算，不能用 torch 算子代替。")
         if rec["error"]:
             return mk("error", _error_message(rec["error"]))
+        if rec["other_thread"]:
+            return mk("failed", f"有 {rec['other_thread']} 次 Triton kernel launch 来自另一个线程：结果要在调用你的函数的线程里、"
+                                "函数返回之前算好，不能交给后台线程。")
         if case.needs_launch and rec["launches"] == 0:
             return mk("failed", "没有启动任何 Triton kernel（kernel[grid](...) 一次都没有调用）：这一题要求用 Triton kernel 计算结果，"
                                 "用 torch 算出来的答案记 0 分。")

@@ -19,6 +19,7 @@ import hmac
 import importlib
 import json
 import os
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -178,7 +179,8 @@ def side_streams_delayed():
 
 @contextlib.contextmanager
 def watched(poison: list[str], record: dict, log: LaunchLog | None = None):
-    """Count Triton launches (and log them in ``log``) and make the listed torch ops raise :class:`ForbiddenOp`.
+    """Count Triton launches (those made from another thread too; log them in ``log``) and make the
+    listed torch ops raise :class:`ForbiddenOp`.
 
     Launches are counted by wrapping ``run`` of JITFunction and of the interpreter's
     InterpretedFunction (``kernel[grid](...)`` ends there in both modes; launch hooks are never
@@ -193,12 +195,15 @@ def watched(poison: list[str], record: dict, log: LaunchLog | None = None):
     except ImportError:
         pass
     record["launches"] = 0
+    record["other_thread"] = 0
+    caller = threading.get_ident()
     saved = []
 
     def counting(orig):
         def run(self, *args, **kwargs):
             if not kwargs.get("warmup", False):
                 record["launches"] += 1
+                record["other_thread"] += threading.get_ident() != caller
                 if log is not None:
                     log.add(orig, self, args, kwargs)
             return orig(self, *args, **kwargs)

@@ -102,7 +102,8 @@ def verdict_problem(name: str, spec: dict, row: dict, result: dict | None) -> st
         return f"expected full marks: {bad}" if bad or result["score"] != result["max_score"] else ""
     statuses = {t["status"] for t in tests}
     if not statuses <= spec["statuses"]:
-        return f"statuses {statuses} not within {spec['statuses']}: {[t['message'][:100] for t in tests][:3]}"
+        odd = [(t["name"], t["status"], t["message"][:200]) for t in tests if t["status"] not in spec["statuses"]]
+        return f"statuses {statuses} not within {spec['statuses']}: {odd[:3]}"
     if "passed" in spec and sum(t["status"] == "passed" for t in tests) != spec["passed"]:
         return f"expected {spec['passed']} passed tests: {[(t['name'], t['status']) for t in tests]}"
     if spec.get("zero") and result["score"] != 0:
