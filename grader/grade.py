@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import compare, execute, policy, rebuild, registry, sandbox
 from .compare import TestResult
+from .worker import clip
 from .plan import make_plan
 
 DEFAULT_CELL_TIMEOUT = 60.0
@@ -156,7 +157,4 @@ def _blocked(cell: dict, mk) -> TestResult:
 
 def _last_line(text: str) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    if not lines:
-        return ""
-    last = lines[-1]
-    return last if len(last) <= 300 else f"{last[:150]} … {last[-150:]}"  # the exception's name stays
+    return clip(lines[-1], 300) if lines else ""  # head and tail: the exception's name stays

@@ -154,8 +154,6 @@ def side_streams_delayed():
     reliably still running when the function returns, instead of by chance (a JIT compile in the
     same call can take longer than the work itself). A function that makes the caller's stream wait
     for its side stream, as it must, only gets slower."""
-    import torch
-
     try:
         from triton import knobs
     except ImportError:  # pragma: no cover - Triton before 3.4

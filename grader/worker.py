@@ -55,7 +55,7 @@ class QuietClient(NotebookClient):
         return km
 
 
-def _clip(text: str, n: int) -> str:
+def clip(text: str, n: int) -> str:
     """At most about ``n`` characters: the head (the exception's name) and the tail (where it happened)."""
     return text if len(text) <= n else f"{text[:n // 2]} … {text[-(n // 2):]}"
 
@@ -136,7 +136,7 @@ def _session(nb, cells, root: Path, cell_timeout: float, log, record_prelude: bo
                     line.update(status="dead", error=str(e)[-500:])
                 except CellExecutionError as e:
                     line.update(status="timeout" if e.ename == "CellTimeout" else "error",
-                                error=_clip(f"{e.ename}: {e.evalue}", 1500))
+                                error=clip(f"{e.ename}: {e.evalue}", 1500))
                     if e.ename == "CudaContextLost":
                         line["cuda_lost"] = True
                 if line["status"] == "dead" and dog.tripped:
