@@ -24,6 +24,7 @@ import traceback
 from pathlib import Path
 
 DEFAULT_FAMILIES = ["axpy", "softmax", "matmul", "attention", "other"]
+GPU_TIME_ROUNDS = 2  # rounds of the second, host-free timing (tcourse.bench.gpu_samples) per case
 
 
 def _poison_allocator(nbytes: int) -> None:
@@ -52,7 +53,7 @@ def check(case, d) -> dict:
 
 
 def tuned_choices() -> dict:
-    """Autotuner picks, per kernel, per key (what the suite's shapes selected)."""
+    """Config per kernel, per key (what the suite's shapes selected), and whether it was pinned or autotuned."""
     from tcourse.kernels import (attention_kernels, axpy_kernels, matmul_kernels, softmax_kernels)
 
     tuners = {
@@ -62,7 +63,24 @@ def tuned_choices() -> dict:
         "matmul_blocked": matmul_kernels.matmul_blocked_tuned, "matmul_tma": matmul_kernels.matmul_tma_tuned,
         "attention_ptr": attention_kernels.attention_ptr_tuned, "attention_tma": attention_kernels.attention_tma_tuned,
     }
-    return {name: {str(k): str(v) for k, v in t.tuner.cache.items()} for name, t in tuners.items() if t.tuner.cache}
+    return {name: {str(k): f"{t.how[k]}: {v}" for k, v in t.best.items()} for name, t in tuners.items() if t.best}
+
+
+def clean_l2_rates(case, d) -> dict:
+    """GB/s of ours and of the main baseline when L2 is emptied by reading 256 MB (clean lines) instead
+    of do_bench's 256 MB memset, whose dirty lines the timed kernel has to write back to HBM; GPU time
+    only (``tcourse.bench.gpu_samples``). Shows how much of a memory-bound kernel's distance to the
+    HBM peak is that write-back rather than the kernel."""
+    import statistics
+
+    from tcourse.bench import gpu_samples
+
+    base = next(iter(case.baselines.values()))
+    rates = {}
+    for who, fn in (("ours", case.ours), ("torch", base)):
+        ms = statistics.median(gpu_samples(lambda fn=fn: fn(d), flush="read"))
+        rates[f"{who}_gbs"] = case.nbytes / (ms * 1e-3) / 1e9
+    return rates
 
 
 def run_case(case, rounds: int, ceiling_gbs: float) -> dict:
@@ -74,11 +92,16 @@ def run_case(case, rounds: int, ceiling_gbs: float) -> dict:
     d = case.make()
     try:
         rec["check"] = check(case, d)
-        rec["vs"] = {}
+        rec["vs"], rec["vs_gpu_time"] = {}, {}
         for bname, base in case.baselines.items():
             c = compare(lambda: case.ours(d), lambda base=base: base(d), nbytes=case.nbytes, flops=case.flops,
                         ceiling=ceiling_gbs if case.nbytes else None, rounds=rounds)
             rec["vs"][bname] = c.as_dict()
+            g = compare(lambda: case.ours(d), lambda base=base: base(d), nbytes=case.nbytes, flops=case.flops,
+                        rounds=GPU_TIME_ROUNDS, timer="gpu_time")
+            rec["vs_gpu_time"][bname] = g.as_dict()
+        if case.nbytes:
+            rec["clean_l2"] = clean_l2_rates(case, d)
     except Exception as e:  # keep going: one broken case must not hide the others
         rec["error"] = f"{type(e).__name__}: {e}"
         traceback.print_exc()
@@ -98,6 +121,7 @@ def summary_rows(records: list[dict]) -> list[dict]:
                          "torch": c.get("torch_rate", c["torch"]["median_ms"]),
                          "ours_ms": c["ours"]["median_ms"], "torch_ms": c["torch"]["median_ms"],
                          "speedup": c["speedup"], "target": target,
+                         "gpu_time_speedup": r.get("vs_gpu_time", {}).get(bname, {}).get("speedup"),
                          "met": None if target is None else bool(c["speedup"] >= target and r["check"]["ok"]),
                          "of_ceiling": c.get("ours_of_ceiling"), "correct": r["check"]["ok"]})
         if "error" in r:
@@ -107,7 +131,7 @@ def summary_rows(records: list[dict]) -> list[dict]:
 
 def print_table(rows: list[dict]) -> None:
     print(f"\n{'family':<15}{'case':<44}{'baseline':<15}{'ours':>9}{'torch':>9} {'unit':<8}{'ratio':>6}"
-          f"{'target':>7}  met  err")
+          f"{'target':>7}  met  err  gpu-time ratio")
     for r in rows:
         if "error" in r:
             print(f"{r['family']:<15}{r['case']:<44}ERROR {r['error'][:90]}")
@@ -115,7 +139,8 @@ def print_table(rows: list[dict]) -> None:
         tgt = f"{r['target']:.2f}" if r["target"] is not None else "-"
         met = "-" if r["met"] is None else ("yes" if r["met"] else "NO")
         print(f"{r['family']:<15}{r['case']:<44}{r['baseline']:<15}{r['ours']:9.1f}{r['torch']:9.1f} {r['unit']:<8}"
-              f"{r['speedup']:6.2f}{tgt:>7}  {met:<4} {'ok' if r['correct'] else 'WRONG'}")
+              f"{r['speedup']:6.2f}{tgt:>7}  {met:<4} {'ok' if r['correct'] else 'WRONG':<5}"
+              f"{r['gpu_time_speedup'] or float('nan'):6.2f}")
 
 
 def print_host_table(host_us: dict) -> None:
@@ -134,7 +159,9 @@ def build_result(rt, families, ceiling, rounds, seconds, records, host_us=None) 
         "versions": rt.versions, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "hbm_copy_ceiling_gbs": ceiling, "rounds": rounds,
         "method": "tcourse.bench.compare: do_bench (L2 cleared per call) medians and p20/p80 over interleaved "
-                  "rounds of ours and torch in one process; speedup = torch median / our median",
+                  "rounds of ours and torch in one process; speedup = torch median / our median. "
+                  "vs_gpu_time / gpu_time_speedup: the same comparison with tcourse.bench.gpu_samples (same "
+                  "L2 clearing, calls queued behind a GPU sleep so host launch time is not counted)",
         "families": families, "seconds": seconds,
         "host_us_per_call": host_us,
         "host_method": "bench.host: fewest host us per call over 10 batches of 100 calls issued without "

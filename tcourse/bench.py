@@ -59,6 +59,60 @@ def _samples(fn, warmup_ms: int, rep_ms: int) -> list[float]:
     return list(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all"))
 
 
+_FLUSH: dict = {}
+QUEUE_CHUNK = 32  # calls enqueued behind one GPU sleep (4 queue entries each: well below CUDA's queue depth)
+
+
+def gpu_samples(fn, *, warmup_ms: int = 25, rep_ms: int = 100, flush: str = "zero") -> list[float]:
+    """Milliseconds of GPU time per call, with L2 cleared before each call and no host time in it.
+
+    do_bench records an event, calls ``fn``, records another: when ``fn`` spends more host time than
+    the L2-clearing memset before it takes on the GPU, the GPU idles inside the timed interval and the
+    host's launch cost is counted as kernel time. Here a GPU sleep is queued first and the calls are
+    enqueued behind it, so the GPU runs them back to back: the samples are the kernel's own time.
+    ``flush="zero"`` clears L2 the way do_bench does (a 256 MB memset, which leaves dirty lines that
+    the timed kernel must write back); ``flush="read"`` reads 256 MB instead (clean lines).
+    """
+    _require_gpu()
+    import time
+
+    import torch
+
+    if "buf" not in _FLUSH:
+        _FLUSH["buf"] = torch.empty(2**26, dtype=torch.int32, device="cuda")
+    buf = _FLUSH["buf"]
+    clear = buf.zero_ if flush == "zero" else (lambda: buf.max())
+
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    for _ in range(5):
+        clear()
+        fn()
+    end.record()
+    host_s = (time.perf_counter() - t0) / 5
+    torch.cuda.synchronize()
+    per_call_ms = max(start.elapsed_time(end) / 5, 1e-3)
+    n_warmup = max(1, int(warmup_ms / per_call_ms))
+    n = max(QUEUE_CHUNK, int(rep_ms / per_call_ms))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    sleep_cycles = int(4 * host_s * QUEUE_CHUNK * 2e9)  # twice the host time of a chunk at up to 2 GHz
+    for _ in range(n_warmup):
+        clear()
+        fn()
+    for i0 in range(0, n, QUEUE_CHUNK):
+        torch.cuda._sleep(sleep_cycles)
+        for s, e in events[i0:i0 + QUEUE_CHUNK]:
+            clear()
+            s.record()
+            fn()
+            e.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in events]
+
+
 def time_fn(fn, *, warmup_ms: int = 25, rep_ms: int = 100) -> Timing:
     """One kernel alone (do_bench: warm-up, L2 cleared before each call, median of repeats)."""
     _require_gpu()
@@ -110,17 +164,19 @@ class Comparison:
 
 
 def compare(ours, ref, *, nbytes: int | None = None, flops: int | None = None, ceiling: float | None = None,
-            rounds: int = 3, warmup_ms: int = 25, rep_ms: int = 100) -> Comparison:
+            rounds: int = 3, warmup_ms: int = 25, rep_ms: int = 100, timer: str = "do_bench") -> Comparison:
     """Time ``ours`` and ``ref`` interleaved (ours, ref, ours, ref, ...) in one process.
 
     Clocks drift on a power-capped GPU (the H200 drops from 1980 to ~1300 MHz under sustained
     matmul), so both kernels see the same conditions; all repeats are pooled into median/p20/p80.
+    ``timer="gpu_time"`` uses :func:`gpu_samples` (the same L2 clearing, no host time counted).
     """
     _require_gpu()
+    samples = {"do_bench": _samples, "gpu_time": lambda fn, w, r: gpu_samples(fn, warmup_ms=w, rep_ms=r)}[timer]
     a, b = [], []
     for _ in range(rounds):
-        a += _samples(ours, warmup_ms, rep_ms)
-        b += _samples(ref, warmup_ms, rep_ms)
+        a += samples(ours, warmup_ms, rep_ms)
+        b += samples(ref, warmup_ms, rep_ms)
     return Comparison(Timing.from_samples(a), Timing.from_samples(b), nbytes, flops, ceiling)
 
 

@@ -224,3 +224,21 @@ def test_repeated_calls_stay_correct():
         q, k, v = (randn(1, 2, 77, 32, dtype=dt, seed=seed + i) for i in range(3))
         ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
         assert rel_err(K.attention(q, k, v), ref) < 3e-3
+
+
+def test_every_pinned_config_names_one_config_of_its_kernel():
+    """tcourse.kernels.pinned_configs: each entry must select exactly one config of the kernel's list
+    (a typo or a config dropped from the list would otherwise raise on a GPU only)."""
+    from tcourse.kernels import attention_kernels, axpy_kernels, matmul_kernels, softmax_kernels
+    from tcourse.kernels.pinned_configs import PINNED
+
+    tuned = {t.name: t for mod in (attention_kernels, axpy_kernels, matmul_kernels, softmax_kernels)
+             for t in vars(mod).values() if type(t).__name__ == "Tuned"}
+    checked = 0
+    for device, kernels in PINNED.items():
+        for name, entries in kernels.items():
+            for key in entries:
+                assert tuned[name].pinned(key, device) is not None
+                assert tuned[name].pinned(key, "another GPU") is None
+                checked += 1
+    assert checked >= 10

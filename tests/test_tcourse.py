@@ -100,6 +100,8 @@ def test_bench_refuses_to_time_on_cpu():
             bench.compare(lambda: None, lambda: None, nbytes=1)
         with pytest.raises(bench.NeedsGPU):
             bench.time_fn(lambda: None)
+        with pytest.raises(bench.NeedsGPU):
+            bench.gpu_samples(lambda: None)
     finally:
         del os.environ["TRITON_INTERPRET"]
     with pytest.raises(bench.NeedsGPU, match="no CUDA GPU"):

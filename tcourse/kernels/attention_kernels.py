@@ -179,8 +179,8 @@ def _prune_tma(configs, named_args, **kwargs):
             and not (causal and c.kwargs["BN"] > c.kwargs["BM"])]
 
 
-attention_ptr_tuned = Tuned(attention_fwd_kernel, _ptr_configs(), key=["S", "D", "CAUSAL"])
-attention_tma_tuned = Tuned(attention_fwd_tma_kernel, _tma_configs(), key=["S", "D", "CAUSAL"], prune=_prune_tma)
+attention_ptr_tuned = Tuned("attention_ptr", attention_fwd_kernel, _ptr_configs(), key=["S", "D", "CAUSAL"])
+attention_tma_tuned = Tuned("attention_tma", attention_fwd_tma_kernel, _tma_configs(), key=["S", "D", "CAUSAL"], prune=_prune_tma)
 MIN_TMA_BLOCK = 128  # S must be a multiple of this for the TMA kernel (every config's BM and BN)
 
 

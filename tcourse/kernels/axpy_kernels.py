@@ -23,7 +23,7 @@ def axpy_kernel(x_ptr, y_ptr, out_ptr, a, n, BLOCK: tl.constexpr, EVICT: tl.cons
 GPU_CONFIGS = [triton.Config({"BLOCK": b, "EVICT": e}, num_warps=w) for b, w, e in
                [(1024, 4, ""), (1024, 4, "evict_first"), (2048, 4, ""), (2048, 8, "evict_first"),
                 (4096, 4, ""), (4096, 8, ""), (8192, 8, "")]]
-axpy_tuned = Tuned(axpy_kernel, GPU_CONFIGS, key=["n"])
+axpy_tuned = Tuned("axpy", axpy_kernel, GPU_CONFIGS, key=["n"])
 axpy_launch = Launcher(axpy_kernel)
 CPU_BLOCK = 1024
 

@@ -93,7 +93,7 @@ def matmul_tma_persistent_kernel(a_desc, b_desc, c, M, N, K, stride_cm, BM: tl.c
 
 def _blocked_configs():
     cfg = [(128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 4, 8), (64, 128, 64, 4, 4),
-           (128, 64, 64, 4, 4), (64, 64, 64, 5, 4), (128, 128, 32, 4, 4)]
+           (64, 128, 128, 3, 4), (128, 64, 64, 4, 4), (64, 64, 64, 5, 4)]
     return [triton.Config({"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8}, num_stages=s, num_warps=w)
             for bm, bn, bk, s, w in cfg]
 
@@ -124,8 +124,8 @@ def _prune_tma(configs, named_args, **kwargs):
     return [c for c in configs if c_desc or not c.kwargs["SPLIT_EPILOGUE"]] or configs[:1]
 
 
-matmul_blocked_tuned = Tuned(matmul_blocked_kernel, _blocked_configs(), key=["M", "N", "K"])
-matmul_tma_tuned = Tuned(matmul_tma_persistent_kernel, _tma_configs(), key=["M", "N", "K", "C_DESC"], prune=_prune_tma)
+matmul_blocked_tuned = Tuned("matmul_blocked", matmul_blocked_kernel, _blocked_configs(), key=["M", "N", "K"])
+matmul_tma_tuned = Tuned("matmul_tma", matmul_tma_persistent_kernel, _tma_configs(), key=["M", "N", "K", "C_DESC"], prune=_prune_tma)
 
 _PRECISION = {torch.float32: "ieee", torch.float16: "tf32", torch.bfloat16: "tf32"}
 
@@ -151,15 +151,19 @@ def _output(a, b) -> tuple[torch.Tensor, bool]:
 def matmul_blocked(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torch.Tensor:
     """Portable kernel. ``config`` (BM, BN, BK, GROUP_M, num_warps, num_stages) skips autotuning."""
     _check(a, b)
+    return _blocked(a, b, config)
+
+
+def _blocked(a, b, config):
     c, work = _output(a, b)
     if not work:
         return c
     (M, K), N = a.shape, b.shape[1]
-    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    sa, sb = a.stride(), b.stride()
+    args = (a, b, c, M, N, K, sa[0], sa[1], sb[0], sb[1], N, 1)  # c is a fresh contiguous (M, N) tensor
     grid = lambda m: (cdiv(M, m["BM"]) * cdiv(N, m["BN"]),)  # noqa: E731
     if config is None and on_gpu(a):
-        key = (M, N, K, a.dtype, a.stride(), b.stride())
-        matmul_blocked_tuned.launch(key, grid, *args, PRECISION=_PRECISION[a.dtype])
+        matmul_blocked_tuned.launch((M, N, K, a.dtype, sa, sb), grid, *args, PRECISION=_PRECISION[a.dtype])
     else:
         config = config or {"BM": 32, "BN": 32, "BK": 32, "GROUP_M": 4}
         matmul_blocked_kernel[grid(config)](*args, PRECISION=_PRECISION[a.dtype], **config)
@@ -190,6 +194,10 @@ def matmul_tma(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> 
     _check(a, b)
     if not tma_available(a):
         raise RuntimeError("the TMA kernel needs a Hopper GPU, fp16/bf16 inputs and triton's TensorDescriptor")
+    return _tma(a, b, config)
+
+
+def _tma(a, b, config):
     c, work = _output(a, b)
     if not work:
         return c
@@ -205,7 +213,7 @@ def matmul_tma(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> 
     args = (a_desc, b_desc, c_arg, M, N, K, c.stride(0))
     if config is None:
         descs = {"a_desc": a_desc, "b_desc": b_desc, "c": c_arg}
-        matmul_tma_tuned.launch((M, N, K, a.dtype, c_desc), grid, *args, NUM_PROGRAMS=sms, C_DESC=c_desc,
+        matmul_tma_tuned.launch((M, N, K, a.dtype, c_desc, sms), grid, *args, NUM_PROGRAMS=sms, C_DESC=c_desc,
                                 before=lambda meta: _set_desc_blocks({**descs, **meta}))
     else:
         config = dict(config)
@@ -226,5 +234,5 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     blocked kernel otherwise."""
     _check(a, b)
     if tma_available(a) and a.shape[0] * a.shape[1] * b.shape[1] >= TMA_MIN_MNK:
-        return matmul_tma(a, b)
-    return matmul_blocked(a, b)
+        return _tma(a, b, None)
+    return _blocked(a, b, None)

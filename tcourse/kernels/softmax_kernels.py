@@ -98,10 +98,10 @@ def _prune_rows(configs, named_args, **kwargs):
 
 
 _ROW_CONFIGS = [triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16) for w in (4, 8, 16, 32)]
-softmax_rows_tuned = Tuned(softmax_rows_kernel, _ROW_CONFIGS, key=["n_cols_v", "BLOCK_N", "VEC"], prune=_prune_rows)
+softmax_rows_tuned = Tuned("softmax_rows", softmax_rows_kernel, _ROW_CONFIGS, key=["n_cols_v", "BLOCK_N", "VEC"], prune=_prune_rows)
 _WARPS = [triton.Config({}, num_warps=w) for w in (4, 8, 16)]
-softmax_chunk_stats_tuned = Tuned(softmax_chunk_stats_kernel, _WARPS, key=["n_cols_v", "CHUNK"])
-softmax_chunk_write_tuned = Tuned(softmax_chunk_write_kernel, _WARPS, key=["n_cols_v", "CHUNK"])
+softmax_chunk_stats_tuned = Tuned("softmax_chunk_stats", softmax_chunk_stats_kernel, _WARPS, key=["n_cols_v", "CHUNK"])
+softmax_chunk_write_tuned = Tuned("softmax_chunk_write", softmax_chunk_write_kernel, _WARPS, key=["n_cols_v", "CHUNK"])
 
 
 def softmax_one_block(x: torch.Tensor) -> torch.Tensor:
