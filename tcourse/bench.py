@@ -73,6 +73,8 @@ def gpu_samples(fn, *, warmup_ms: int = 25, rep_ms: int = 100, flush: str = "zer
     ``flush="zero"`` clears L2 the way do_bench does (a 256 MB memset, which leaves dirty lines that
     the timed kernel must write back); ``flush="read"`` reads 256 MB instead (clean lines).
     """
+    if flush not in ("zero", "read"):
+        raise ValueError(f"flush must be 'zero' or 'read', not {flush!r}")
     _require_gpu()
     import time
 
