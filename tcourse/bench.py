@@ -98,7 +98,7 @@ def gpu_samples(fn, *, warmup_ms: int = 25, rep_ms: int = 100, flush: str = "zer
     torch.cuda.synchronize()
     per_call_ms = max(start.elapsed_time(end) / 5, 1e-3)
     n_warmup = max(1, int(warmup_ms / per_call_ms))
-    n = max(QUEUE_CHUNK, int(rep_ms / per_call_ms))
+    n = max(5, int(rep_ms / per_call_ms))
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
     sleep_cycles = int(4 * host_s * QUEUE_CHUNK * 2e9)  # twice the host time of a chunk at up to 2 GHz
     for _ in range(n_warmup):
