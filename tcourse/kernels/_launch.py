@@ -184,8 +184,8 @@ def gpu_time_of_config(kernel_call, quantiles):
     Triton's default timer (do_bench) counts the host time of the autotuner's own launch path (binding,
     pre-hooks; a bare ``kernel[grid]`` alone took 12-21 us on the H200's host) whenever a round's host
     time exceeds the GPU time of the L2-clearing memset (~61 us) plus the kernel, so for kernels of
-    ~10 us it ranked configs by noise: 1024^3 fp16 matmul configs measured
-    11-78 us that way and 10-18 us of GPU time (results/h200/autotune_timer_check.json).
+    ~10 us it ranked configs by noise: 1024^3 fp16 matmul configs measured 11-78 us that way and
+    10-18 us of GPU time (results/h200/autotune_timer_check.json).
     """
     import statistics
 
