@@ -74,16 +74,11 @@ def clean_l2_rates(case, d) -> dict:
     of do_bench's 256 MB memset, whose dirty lines the timed kernel has to write back to HBM; GPU time
     only (``tcourse.bench.gpu_samples``). Shows how much of a memory-bound kernel's distance to the
     HBM peak is that write-back rather than the kernel."""
-    import statistics
-
-    from tcourse.bench import gpu_samples
+    from tcourse.bench import compare
 
     base = next(iter(case.baselines.values()))
-    rates = {}
-    for who, fn in (("ours", case.ours), ("torch", base)):
-        ms = statistics.median(gpu_samples(lambda fn=fn: fn(d), flush="read"))
-        rates[f"{who}_gbs"] = case.nbytes / (ms * 1e-3) / 1e9
-    return rates
+    c = compare(lambda: case.ours(d), lambda: base(d), nbytes=case.nbytes, rounds=1, timer="gpu_time_clean_l2")
+    return {"ours_gbs": c.rate(c.ours), "torch_gbs": c.rate(c.torch)}
 
 
 def run_case(case, rounds: int, ceiling_gbs: float) -> dict:

@@ -171,10 +171,13 @@ def compare(ours, ref, *, nbytes: int | None = None, flops: int | None = None, c
 
     Clocks drift on a power-capped GPU (the H200 drops from 1980 to ~1300 MHz under sustained
     matmul), so both kernels see the same conditions; all repeats are pooled into median/p20/p80.
-    ``timer="gpu_time"`` uses :func:`gpu_samples` (the same L2 clearing, no host time counted).
+    ``timer="gpu_time"`` uses :func:`gpu_samples` (the same L2 clearing, no host time counted);
+    ``timer="gpu_time_clean_l2"`` does too, emptying L2 by a read instead (``flush="read"``).
     """
     _require_gpu()
-    samples = {"do_bench": _samples, "gpu_time": lambda fn, w, r: gpu_samples(fn, warmup_ms=w, rep_ms=r)}[timer]
+    samples = {"do_bench": _samples,
+               "gpu_time": lambda fn, w, r: gpu_samples(fn, warmup_ms=w, rep_ms=r),
+               "gpu_time_clean_l2": lambda fn, w, r: gpu_samples(fn, warmup_ms=w, rep_ms=r, flush="read")}[timer]
     a, b = [], []
     for _ in range(rounds):
         a += samples(ours, warmup_ms, rep_ms)

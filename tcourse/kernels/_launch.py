@@ -187,13 +187,10 @@ def gpu_time_of_config(kernel_call, quantiles):
     ~10 us it ranked configs by noise: 1024^3 fp16 matmul configs measured 11-78 us that way and
     10-18 us of GPU time (results/h200/autotune_timer_check.json).
     """
-    import statistics
+    from tcourse.bench import Timing, gpu_samples
 
-    from tcourse.bench import gpu_samples
-
-    s = sorted(gpu_samples(kernel_call, warmup_ms=10, rep_ms=40))
-    q = statistics.quantiles(s, n=10, method="inclusive") if len(s) > 1 else [s[0]] * 9
-    return [statistics.median(s), q[1], q[7]]
+    t = Timing.from_samples(gpu_samples(kernel_call, warmup_ms=10, rep_ms=40))
+    return [t.median_ms, t.p20_ms, t.p80_ms]
 
 
 class Tuned:
