@@ -82,3 +82,35 @@ def block_size_sweep():
 rows = rt.live_or_recorded("ex01_axpy_block_sweep", block_size_sweep, what="BLOCK_SIZE 带宽比较")
 for row in rows or []:
     print(f"BLOCK_SIZE={row['BLOCK_SIZE']:5d}  triton {row['triton_GBs']:7.1f} GB/s   torch {row['torch_GBs']:7.1f} GB/s")
+# %% id=ex01-grading role=grading
+from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+
+TAIL = "n 不是 BLOCK_SIZE 的整数倍：最后一个 program 只有一部分元素有效，tl.load/tl.store 都要 mask=offs < n。"
+EXACT = "n 正好是块大小的整数倍（或差 1）：grid = triton.cdiv(n, BLOCK_SIZE)，最后一个块也要算，也不能多算。"
+BIG = "n 超过 2^20：偏移量 pid * BLOCK_SIZE + tl.arange(...) 覆盖所有元素，不要把 n 或 grid 限制在某个固定值。"
+
+
+def cases(device, rng):
+    def one(n, dt, hint=TAIL, **kw):
+        return Case(f"n={n} {dt}", dt, (Tensor("x", (n,)), Tensor("y", (n,))), {"a": -1.75}, ("a", "x", "y"),
+                    out_shape=(n,), hint=hint, **kw)
+
+    cs = [one(1, "float32", "只有一个元素：grid 至少要有 1 个 program，而且要 mask。", public=True),
+          one(7, "float32", public=True), one(1025, "float32", public=True), one(4099, "float32"),
+          one(7, "float16", public=True), one(1025, "float16")]
+    cs += [one(n, "float32", EXACT, hidden=True) for n in near_multiples(rng, (1024, 2048, 4096), 2, (2, 8))]
+    cs += [one(n, "float32", BIG, hidden=True) for n in sizes(rng, (1 << 20) + 1, (1 << 20) + 70_000)]
+    cs += [one(n, "float16", TAIL, hidden=True) for n in sizes(rng, 100, 20_000)]
+    if device == "cuda":
+        cs += [one(1025, "bfloat16"), one(100_003, "bfloat16"),
+               Case("性能 n=2^24 float32", "float32", mode="perf", points=2.0,
+                    perf={"shapes": {"x": [1 << 24], "y": [1 << 24]}, "scalars": {"a": -1.75},
+                          "call": ["a", "x", "y"], "nbytes": 3 * 4 * (1 << 24)})]
+    return cs
+
+
+EXERCISE = Exercise(
+    title="AXPY: z = a * x + y", func="axpy", reference=axpy_spec, cases=cases, perf_ref="axpy",
+    tolerances={"float32": (1e-5, 1e-5), "float16": (2e-3, 2e-3), "bfloat16": (6e-2, 2e-2)},
+    forbid=("torch.add", "torch.Tensor.add", "torch.Tensor.__add__", "torch.Tensor.__mul__", "torch.mul",
+            "torch.Tensor.__rmul__", "torch.addcmul"))

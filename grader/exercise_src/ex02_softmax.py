@@ -66,3 +66,40 @@ def softmax(x, out=None):
 # %% id=ex02-selfcheck role=selfcheck
 from grader import selfcheck
 selfcheck.check("ex02_softmax", globals())
+# %% id=ex02-grading role=grading
+from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+
+TAIL = "列数不是 2 的幂：BLOCK_SIZE = triton.next_power_of_2(n_cols)，多出来的列要 mask，而且 other=-inf（不是 0）。"
+WIDE = ("这一行比 1024 列还宽（也比你可能写死的 BLOCK_SIZE 宽）：BLOCK_SIZE 要按 n_cols 选"
+        "（triton.next_power_of_2(n_cols)），或者在 kernel 里按块循环整行。")
+BIG = "这个测试的输入很大（约 ±150）：不先减去每行的最大值，exp 会溢出成 inf（数值不稳定）。"
+STRIDE = "这个测试的行之间有空隙（x.stride(0) > n_cols）：行的起点要用 row * x.stride(0)，不要用 row * n_cols。"
+
+
+def cases(device, rng):
+    def one(m, n, dt, fill="randn", hint=TAIL, layout="contig", **kw):
+        tag = (" 大数值" if fill == "large" else "") + (" 行间有空隙" if layout == "padded" else "")
+        return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout),), call=("x",),
+                    out_shape=(m, n), hint=hint, **kw)
+
+    cs = [one(1, 1, "float32", public=True), one(3, 7, "float32", public=True), one(4, 127, "float32"),
+          one(4, 129, "float32", public=True), one(9, 781, "float32"), one(8, 333, "float32", "large", BIG, public=True),
+          one(6, 100, "float32", hint=STRIDE, layout="padded"), one(3, 7, "float16", public=True),
+          one(5, 333, "float16", "large", BIG)]
+    cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in sizes(rng, 1025, 3000)]
+    cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True)
+           for n in near_multiples(rng, (1024, 2048), 1, (1, 2))]
+    cs += [one(rng.randint(2, 6), n, "float16", hint=TAIL, hidden=True) for n in near_multiples(rng, (64, 128, 256), 1)]
+    cs += [one(rng.randint(3, 9), n, "float32", "large", BIG, layout="padded", hidden=True) for n in sizes(rng, 200, 900)]
+    if device == "cuda":
+        cs += [one(17, 1000, "bfloat16"),
+               Case("性能 (4096, 4000) float32", "float32", mode="perf", points=2.0,
+                    perf={"shapes": {"x": [4096, 4000]}, "call": ["x"], "nbytes": 2 * 4 * 4096 * 4000})]
+    return cs
+
+
+EXERCISE = Exercise(
+    title="按行 softmax（列数不是 2 的幂）", func="softmax", reference=softmax_spec, cases=cases, perf_ref="softmax",
+    tolerances={"float32": (1e-6, 1e-5), "float16": (1e-3, 1e-2), "bfloat16": (4e-3, 2e-2)},
+    forbid=("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
+            "torch.exp", "torch.Tensor.exp"))
