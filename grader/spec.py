@@ -144,8 +144,11 @@ def sizes(rng: random.Random, lo: int, hi: int, k: int = 1, avoid: tuple[int, ..
 
 def near_multiples(rng: random.Random, bases=(64, 128, 256, 1024), k: int = 2, scale: tuple[int, int] = (1, 4)):
     """``k`` sizes that are a multiple of one of ``bases`` or one off it (m*b - 1, m*b, m*b + 1)."""
-    out = []
-    for _ in range(k):
+    out: list[int] = []
+    for _ in range(50 * k):
         b, m, d = rng.choice(bases), rng.randint(*scale), rng.choice((-1, 0, 1))
-        out.append(max(1, m * b + d))
+        if max(1, m * b + d) not in out:
+            out.append(max(1, m * b + d))
+        if len(out) == k:
+            break
     return out
