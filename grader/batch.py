@@ -15,7 +15,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from . import grade, rebuild, report
+from . import grade, rebuild, report, safeio
 
 GRADER_DIR = Path(__file__).resolve().parent
 
@@ -56,7 +56,14 @@ class Progress:
             sys.stderr.flush()
 
 
-def grade_many(paths: list[str], out: Path, device: str, cell_timeout: float, workers: int, force: bool) -> int:
+def _status(r: grade.Result, exercise: str | None) -> str:
+    if exercise and r.declared not in (None, exercise):
+        return f"exercise mismatch: the notebook says {str(r.declared)[:40]}"
+    return "ok" if r.all_passed else "incomplete"
+
+
+def grade_many(paths: list[str], out: Path, device: str, cell_timeout: float, workers: int, force: bool,
+               exercise: str | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     files = collect(paths)
     cache_path = out / ".cache.json"
@@ -72,19 +79,20 @@ def grade_many(paths: list[str], out: Path, device: str, cell_timeout: float, wo
         """(output stem, gradebook row, cache key; "" when the result must not be cached)."""
         stem = stem_for(path)
         try:
-            key = hashlib.sha256(path.read_bytes() + ghash.encode() + device.encode()).hexdigest()
-        except OSError:
+            key = hashlib.sha256(safeio.read_bytes(path, rebuild.MAX_NOTEBOOK_BYTES) + ghash.encode() + device.encode()
+                                 + str(exercise).encode()).hexdigest()
+        except (OSError, safeio.Untrusted):
             key = ""
         if not force and key and cache.get(stem, {}).get("key") == key and (out / f"{stem}.json").exists():
             progress.step(f"{path.name[:28]} (unchanged)")
             return stem, cache[stem]["row"], key
         try:
-            r = grade.grade(path, device, cell_timeout)
+            r = grade.grade(path, device, cell_timeout, exercise=exercise)
             report.write_json(r, out / f"{stem}.json")
             (out / f"{stem}.feedback.txt").write_text(report.feedback(r) + "\n", encoding="utf-8")
             row = {"file": str(path), "exercise": r.exercise, "score": r.score, "max_score": r.max_score,
                    "passed": sum(t.status == "passed" for t in r.tests), "tests": len(r.tests),
-                   "status": "ok" if r.all_passed else "incomplete", "duration_s": round(r.duration_s, 1)}
+                   "status": _status(r, exercise), "duration_s": round(r.duration_s, 1)}
         except rebuild.Unusable as e:
             (out / f"{stem}.feedback.txt").write_text(f"无法评分：{e}\n", encoding="utf-8")
             row = {"file": str(path), "exercise": "", "score": 0, "max_score": 0, "passed": 0, "tests": 0,

@@ -142,11 +142,10 @@ def check_output(buf: np.ndarray, ref: np.ndarray, spec, dtype: str, tol, where:
     return None
 
 
-def judge(ex: Exercise, pc: PlannedCase, workdir: Path, replay_out: Path | None, device: str) -> TestResult:
+def judge(ex: Exercise, pc: PlannedCase, workdir: Path, replay_out: Path, device: str) -> TestResult:
     """Verdict for a case whose harness cell ran (the caller handles timeouts and crashes).
 
-    ``replay_out``: the replay's folder; ``None`` only in the learner's own self-check, which cannot
-    replay and says so."""
+    ``replay_out``: the replay's folder (:mod:`grader.replay` wrote it)."""
     case = pc.case
     vis = "hidden" if case.hidden else "visible"
     mk = lambda status, msg, pts=0.0: TestResult(case.name, status, pts, case.points, msg, vis)  # noqa: E731
@@ -203,8 +202,6 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk) -> TestResult:
             if msg:
                 return mk("failed", "用同一批张量（同样的地址、同样的对象）换上新数据再调用一次，结果错了——是不是缓存了上一次的结果？"
                           + msg)
-    if replay_out is None:
-        return mk("passed", f"{where}：正确（自检只检查这次调用；评分器还会在新输入上重放你的 kernel）", case.points)
     return _judge_replay(ex, pc, replay_out, device, mk, where, tol)
 
 
@@ -273,7 +270,7 @@ def _judge_perf(pc, workdir, replay_out, mk) -> TestResult:
         return mk("error", _error_message(str(rec["error"])))
     if rec["launches"] == 0:
         return mk("failed", "计时用的调用没有启动任何 Triton kernel。")
-    r = _record(replay_out / f"{pc.id}.json", {}) if replay_out and (replay_out / f"{pc.id}.json").exists() else {}
+    r = _record(replay_out / f"{pc.id}.json", {}) if (replay_out / f"{pc.id}.json").exists() else {}
     p = r.get("perf")
     if r.get("error") or r.get("bad_log") or not isinstance(p, dict):
         why = r.get("bad_log") or (str(r.get("error")).strip().splitlines() or ["?"])[-1]

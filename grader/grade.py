@@ -26,6 +26,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     sandbox: str = ""
     declared: str | None = None
+    phases: dict = field(default_factory=dict)  # seconds spent running the learner's notebook and the replay
 
     @property
     def score(self) -> float:
@@ -45,7 +46,8 @@ class Result:
                 "max_score": self.max_score, "device": self.device, "versions": versions,
                 "duration_s": round(self.duration_s, 2), "seed": self.seed,
                 "skipped_points": round(sum(t.max_points for t in self.tests if t.status == "skipped"), 2),
-                "notes": self.notes, "sandbox": self.sandbox, "tests": [t.as_dict() for t in self.tests]}
+                "notes": self.notes, "sandbox": self.sandbox, "phases": self.phases,
+                "tests": [t.as_dict() for t in self.tests]}
 
 
 class NoDevice(RuntimeError):
@@ -83,6 +85,7 @@ def grade(path: Path, device: str = "cpu", cell_timeout: float = DEFAULT_CELL_TI
     root = Path(tempfile.mkdtemp(prefix="tcourse-grade-"))
     (root / "work").mkdir()
     budget = budget if budget is not None else budget_for(len(run_cases), cell_timeout)
+    phases = {}
     try:
         planned = plan.make_plan(ex, run_cases, seed, root / "work", device)
         refused = audit.refused
@@ -97,11 +100,15 @@ def grade(path: Path, device: str = "cpu", cell_timeout: float = DEFAULT_CELL_TI
                                 "hidden" if pc.case.hidden else "visible") for pc in planned]
         else:
             nb = rebuild.graded_notebook(sub, audit.sources, [pc.id for pc in planned])
+            t1 = time.monotonic()
             run = execute.run(nb, root, device, cell_timeout, budget, iso)
+            phases["notebook_s"] = round(time.monotonic() - t1, 2)
             replay_ids = [pc.id for pc in planned if pc.case.mode != "python" and (root / "work" / f"{pc.id}.json").exists()]
             _write_replay(root, ex, planned, module, names, device, seed)
             left = max(10.0, budget - (time.monotonic() - t0))
+            t1 = time.monotonic()
             rp = execute.replay(root, device, iso, replay_ids, cell_timeout, left) if replay_ids else execute.Replay()
+            phases["replay_s"] = round(time.monotonic() - t1, 2)
             tests = _verdicts(ex, planned, run, rp, root, device)
     finally:
         _remove(root)
@@ -109,7 +116,7 @@ def grade(path: Path, device: str = "cpu", cell_timeout: float = DEFAULT_CELL_TI
         tests += [compare.skipped(c, "需要 GPU：性能分只在 GPU 上计时（解释器的时间衡量的是 Python）。" if c.mode == "perf"
                                   else "需要 GPU：解释器下 bfloat16 的结果不可靠，只在 GPU 上测。")
                   for c in cases if c.gpu_only]
-    return Result(ex.id, device, tests, time.monotonic() - t0, seed, notes, iso.describe(), sub.declared)
+    return Result(ex.id, device, tests, time.monotonic() - t0, seed, notes, iso.describe(), sub.declared, phases)
 
 
 def _write_replay(root: Path, ex, planned, module: str, names: list[str], device: str, seed: int) -> None:

@@ -63,10 +63,14 @@ class Guard:
         self._perm = None
         self._dims = (1, 1, 1)
 
-    def install(self) -> None:
+    def install(self):
+        """Patch the interpreter's builder; returns a function that puts the originals back."""
         from triton.runtime import interpreter as I
 
         b = I.interpreter_builder
+        names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas", "set_grid_dim",
+                 "set_grid_idx")
+        saved = {n: b.__dict__.get(n) for n in names}
         load, store, rmw, cas = b.create_masked_load, b.create_masked_store, b.create_atomic_rmw, b.create_atomic_cas
         set_dim, set_idx = b.set_grid_dim, b.set_grid_idx
 
@@ -103,6 +107,14 @@ class Guard:
         b.create_atomic_rmw, b.create_atomic_cas = atomic_rmw, atomic_cas
         b.set_grid_dim, b.set_grid_idx = grid_dim, grid_idx
 
+        def uninstall():
+            for n, v in saved.items():
+                if v is None:
+                    b.__dict__.pop(n, None)
+                else:
+                    setattr(b, n, v)
+        return uninstall
+
     def check(self, ptrs, mask, verb: str, builder) -> None:
         np = self.np
         addrs = np.asarray(ptrs.data).astype(np.uint64).ravel()
@@ -110,7 +122,7 @@ class Guard:
             addrs = addrs[np.asarray(mask.data).astype(bool).ravel()]
         if not addrs.size or not self.ranges:
             return
-        size = max(1, ptrs.dtype.element_ty.primitive_bitwidth // 8) if hasattr(ptrs.dtype, "element_ty") else 1
+        size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
         lo = np.array([r[0] for r in self.ranges], dtype=np.uint64)
         hi = np.array([r[1] for r in self.ranges], dtype=np.uint64)
         order = np.argsort(lo)
@@ -312,12 +324,16 @@ class Replayer:
                 for k, t in bufs.items() if k.startswith("scratch:")]
             self.guard.first = None
             self.guard.shuffle_rng = self.np.random.default_rng(shuffle_seed) if shuffle_seed is not None else None
-        for e in launches:
-            args = [self.decode(a, bufs) for a in e["args"]]
-            kwargs = {k: self.decode(v, bufs) for k, v in e["kwargs"].items()}
-            self.kernels[e["kernel"]][tuple(e["grid"])](*args, **kwargs)
-        if self.device == "cuda":
-            self.torch.cuda.synchronize()
+        try:
+            for e in launches:
+                args = [self.decode(a, bufs) for a in e["args"]]
+                kwargs = {k: self.decode(v, bufs) for k, v in e["kwargs"].items()}
+                self.kernels[e["kernel"]][tuple(e["grid"])](*args, **kwargs)
+            if self.device == "cuda":
+                self.torch.cuda.synchronize()
+        finally:
+            if self.guard is not None:  # checks apply to the replay only (the self-check runs the learner's call too)
+                self.guard.ranges, self.guard.shuffle_rng = [], None
 
     def tensor_case(self, case: dict) -> dict:
         cid = case["id"]
