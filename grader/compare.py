@@ -182,6 +182,9 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk) -> TestResult:
         return mk("failed", "函数返回的是某个输入（或输入的视图），不是 out：结果要由 kernel 写进参数 out，最后 return out。")
     if rec.get("returned") != "out":
         return mk("failed", "函数没有返回传入的输出张量：请把结果写进参数 out（模板里已经给出分配 out 的那一行），最后 return out。")
+    if rec.get("inputs_changed"):
+        return mk("failed", f"{where}：输入 {', '.join(map(str, rec['inputs_changed']))[:80]} 在调用后被修改了："
+                            "包装函数和 kernel 都只能写输出。")
     if rec.get("late"):
         return mk("failed", f"函数返回时输出还没有写完（返回之后又有 {rec['late']} 个元素被改写）：结果不能在另一个"
                             "线程或另一个 CUDA stream 上延后完成，函数返回前要在当前 stream 上写好。")

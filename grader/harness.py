@@ -77,7 +77,8 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
     for spec in case["inputs"]:
         ins[spec["name"]], in_bufs[spec["name"]] = guarded_input(spec, np.load(wd / spec["file"], allow_pickle=False), device)
     rec: dict = {"launches": 0, "launches2": None, "forbidden": None, "error": None, "returned": "none", "late": 0,
-                 "other_thread": 0, "problem": None}
+                 "other_thread": 0, "problem": None, "inputs_changed": []}
+    before = {k: to_numpy(b).copy() for k, b in in_bufs.items()}
     rounds = ["", "2"] if case.get("repeat") else [""]
     for tag in rounds:
         if tag:  # the same tensors, new values: a result cached by pointer or shape is now stale
@@ -101,6 +102,11 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
             rec["error"] = _error_text(e)
             after = {}
         rec["forbidden"] = rec["forbidden"] or log.forbidden
+        if not tag:
+            for k, b in in_bufs.items():
+                now = to_numpy(b)
+                if not ((before[k] == now) | (np.isnan(before[k]) & np.isnan(now))).all():
+                    rec["inputs_changed"].append(k)
         if not _cuda_ok(device):
             rec["cuda_lost"] = True
             _write(wd / f"{cid}.json", rec)

@@ -201,13 +201,13 @@ class _Checker:
         elif isinstance(node, ast.ClassDef):
             for b in node.bases:
                 if _dotted(b) not in (["object"],):
-                    self.bad(node, f"类 {node.name} 只能是简单的配置类（不继承其他类）")
+                    self.bad(node, f"类 {node.name} 只能是简单的配置类（不继承其他类）", "写成 class Cfg: 或 @dataclass")
             for d in node.decorator_list:
                 if _dotted(d.func if isinstance(d, ast.Call) else d) not in (["dataclass"], ["dataclasses", "dataclass"]):
-                    self.bad(node, "类上只允许 @dataclass")
+                    self.bad(node, "类上只允许 @dataclass", "去掉别的装饰器")
         elif isinstance(node, ast.FunctionDef):
             if node.name.startswith("__") and node.name not in ("__init__", "__post_init__", "__repr__"):
-                self.bad(node, f"不允许定义特殊方法 {node.name}")
+                self.bad(node, f"不允许定义特殊方法 {node.name}", "配置类只需要 __init__ 和普通方法")
             for d in node.decorator_list:
                 if _dotted(d.func if isinstance(d, ast.Call) else d) not in (
                         ["staticmethod"], ["property"], ["classmethod"], ["triton", "autotune"], ["triton", "heuristics"]):
@@ -221,16 +221,16 @@ class _Checker:
         if isinstance(node.ctx, ast.Load) and node.id not in allowed and node.id != "__name__":
             self.bad(node, f"不允许使用 {node.id}", INSTEAD.get(node.id, "答案单元只能用自己定义的名字、torch/triton/tl/math 和常用内置函数"))
         elif node.id.startswith("__") and node.id != "__name__":
-            self.bad(node, f"不允许使用名字 {node.id}")
+            self.bad(node, f"不允许使用名字 {node.id}", "用普通的变量名")
 
     def attribute(self, node: ast.Attribute, host: bool) -> None:
         if node.attr.startswith("__") and node.attr != "__version__" or (node.attr.startswith("_") and not host):
-            self.bad(node, f"不允许访问特殊或私有属性 .{node.attr}")
+            self.bad(node, f"不允许访问特殊或私有属性 .{node.attr}", "只用公开的属性，例如 x.shape、x.stride(0)、x.dtype、tl.float32")
             return
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             root = _dotted(node)
             if not host:
-                self.bad(node, "kernel 里不能给属性赋值")
+                self.bad(node, "kernel 里不能给属性赋值", "用局部变量")
             elif root is None or root[0] in self.modules or root[0] in TEMPLATE_NAMES or node.attr.startswith("_"):
                 self.bad(node, f"不允许给 .{node.attr} 赋值（会改动 torch/triton/评分代码的行为）",
                          "只能给自己的配置对象的属性赋值")
@@ -257,7 +257,7 @@ class _Checker:
                 self.bad(node, f"@triton.jit kernel {fn.name} 里不能写 {type(node).__name__}", "kernel 里只能写 Triton 代码")
             elif isinstance(node, ast.Name):
                 if node.id in ("getattr", "hasattr", "setattr", "eval", "exec", "open", "globals", "vars"):
-                    self.bad(node, f"kernel {fn.name} 里不允许使用 {node.id}")
+                    self.bad(node, f"kernel {fn.name} 里不允许使用 {node.id}", "kernel 里直接写 tl.xxx 或变量名")
                 else:
                     self.name(node, allowed)
             elif isinstance(node, ast.Attribute):

@@ -83,7 +83,7 @@ VARIANTS = {
                                             "out[:] = torch.from_numpy(a * x.numpy() + y.numpy())")], ["不允许"]),
     "axpy-writes-input": ("ex01_axpy", [("    tl.store(out_ptr + offs, a * x + y, mask=mask)",
                                          "    tl.store(y_ptr + offs, x, mask=mask)\n    tl.store(out_ptr + offs, a * x + y, mask=mask)")],
-                          ["改写了输入 y"]),
+                          ["输入 y 在调用后被修改了"]),
     "axpy-returns-new-tensor": ("ex01_axpy", [("    return out", "    return out.clone()")], ["没有返回传入的"]),
     "softmax-other-zero": ("ex02_softmax", [('other=float("-inf")', "other=0.0")], ["超出容差", "other=-inf"]),
     "softmax-unstable": ("ex02_softmax", [("z = x - tl.max(x, axis=0)", "z = x")], ["大数值", "溢出"]),
