@@ -103,7 +103,7 @@ def grade(path: Path, device: str = "cpu", cell_timeout: float = DEFAULT_CELL_TI
             t1 = time.monotonic()
             run = execute.run(nb, root, device, cell_timeout, budget, iso)
             phases["notebook_s"] = round(time.monotonic() - t1, 2)
-            replay_ids = [pc.id for pc in planned if pc.case.mode != "python" and (root / "work" / f"{pc.id}.json").exists()]
+            replay_ids = [pc.id for pc in planned if pc.case.mode != "python" and _worth_replaying(root / "work" / f"{pc.id}.json")]
             _write_replay(root, ex, planned, module, names, device, seed)
             left = max(10.0, budget - (time.monotonic() - t0))
             t1 = time.monotonic()
@@ -134,6 +134,17 @@ def _write_replay(root: Path, ex, planned, module: str, names: list[str], device
                                           "from types import SimpleNamespace\n"
                                           "rt = SimpleNamespace(gpu=True, device='cuda', interpret=False)\n\n"
                                           + "\n\n".join(solution) + "\n", encoding="utf-8")
+
+
+def _worth_replaying(record: Path) -> bool:
+    """A case whose call raised or launched nothing fails on its own record: no replay needed."""
+    from . import safeio
+
+    try:
+        rec = safeio.load_json(record, compare.RECORD_CAP, depth=8)
+    except safeio.Untrusted:
+        return False
+    return isinstance(rec, dict) and not rec.get("error") and isinstance(rec.get("launches"), int) and rec["launches"] > 0
 
 
 def _remove(root: Path) -> None:

@@ -111,7 +111,7 @@ class Exercise:
     title: str
     func: str = ""
     reference: Callable | None = None
-    tolerances: dict = field(default_factory=dict)  # "float16" or "float32@cuda" -> (atol, rtol)
+    tolerances: dict = field(default_factory=dict)  # "float16" or "float32@cuda" -> (atol, rtol); absent: exact
     cases: Callable[[str, random.Random], list[Case]] | None = None
     forbid: tuple[str, ...] = ()
     written: bool = False
@@ -122,7 +122,7 @@ class Exercise:
     def tolerance(self, dtype: str, device: str) -> tuple[float, float]:
         if dtype not in FLOAT_DTYPES:
             return (0.0, 0.0)
-        return self.tolerances.get(f"{dtype}@{device}", self.tolerances[dtype])
+        return self.tolerances.get(f"{dtype}@{device}", self.tolerances.get(dtype, (0.0, 0.0)))
 
     def cases_for(self, device: str, seed: int) -> list[Case]:
         cs = self.cases(device, random.Random(seed))
