@@ -105,7 +105,7 @@ class Slurm:
 
         if not tasks:
             return
-        ex = submitit.SlurmExecutor(folder=self.folder / "%A_%a", max_num_timeout=0)
+        ex = submitit.SlurmExecutor(folder=self.folder / "%A", max_num_timeout=0)
         params = {"time": self.time_min, "cpus_per_task": self.cpus_per_task, "job_name": "tcourse-grade",
                   "array_parallelism": self.array_parallelism or len(tasks)}
         if self.partition:
