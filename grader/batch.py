@@ -34,9 +34,9 @@ def collect(paths: list[str]) -> list[Path]:
     return found
 
 
-# Modules that only present, ship or schedule results: changing them does not change a verdict, so
-# it does not make the whole class be graded again.
-NOT_IN_HASH = {"class_report.py", "bundle.py", "formats.py", "executors.py"}
+# Modules that only parse options, present, ship or schedule results: changing them does not change a
+# verdict, so it does not make the whole class be graded again.
+NOT_IN_HASH = {"class_report.py", "bundle.py", "formats.py", "executors.py", "cli.py"}
 
 
 def grader_hash() -> str:
@@ -112,6 +112,8 @@ def grade_chunk(items: list[tuple[str, str, str]], out: str, device: str, cell_t
     """One executor task (a Slurm array task runs it on a node): grade each (path, stem, key) that has
     no record yet (another task may have finished it), return the records."""
     outp = Path(out)
+    if device == "cuda":
+        grade.resolve_device("cuda")  # a node without a usable GPU fails the task, with the reason
     return [load_record(outp, stem, key) or grade_one(Path(path), outp, stem, key, device, cell_timeout)
             for path, stem, key in items]
 

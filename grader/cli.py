@@ -33,8 +33,13 @@ def _grade(a) -> int:
     from . import batch, executors, formats, grade
 
     try:
-        device = grade.resolve_device(a.device)
         names = formats.parse_formats(a.format)
+        if a.executor == "slurm":  # the device is the nodes', not this login node's (a task checks it)
+            device = "cuda" if a.device == "cuda" or (a.device == "auto" and a.gpus_per_task) else "cpu"
+            if device == "cuda" and not a.gpus_per_task:
+                raise ValueError("--device cuda with --executor slurm needs --gpus-per-task 1")
+        else:
+            device = grade.resolve_device(a.device)
     except (grade.NoDevice, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
