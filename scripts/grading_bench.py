@@ -143,10 +143,11 @@ def main() -> int:
         "load_average_1min": {"min": min(samples), "median": statistics.median(samples), "max": max(samples)},
         "note": a.note,
     }
-    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(work / "slurm-cluster", ignore_errors=True)
     out = RESULTS / f"grading_{a.n}.json"
     out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(doc, indent=1))
+    print(f"gradebooks kept in {work}/local and {work}/slurm (python -m grader report {work}/local)")
     return 0
 
 
