@@ -71,19 +71,11 @@ def check_gradescope(doc) -> list[str]:
             p.append(f"{k} {doc[k]!r} is not one of {sorted(GS_VISIBILITY)}")
     if "extra_data" in doc and not isinstance(doc["extra_data"], dict):
         p.append("extra_data is not an object")
-    for i, t in enumerate(tests):
-        if not isinstance(t, dict):
-            p.append(f"tests[{i}] is not an object")
-            continue
-        p += [f"tests[{i}]: unknown key {k!r}" for k in t if k not in GS_TEST]
-        for k in ("score", "max_score"):
-            if k in t and not _num(t[k]):
-                p.append(f"tests[{i}].{k} is not a number")
+    probs, objects = _tests(tests, GS_TEST, ("score", "max_score"), ("name", "output", "number"))
+    p += probs
+    for i, t in objects:
         if "status" in t and t["status"] not in ("passed", "failed"):
             p.append(f"tests[{i}].status {t['status']!r} is not passed/failed")
-        for k in ("name", "output", "number"):
-            if k in t and not isinstance(t[k], str):
-                p.append(f"tests[{i}].{k} is not a string")
         for k in ("name_format", "output_format"):
             if k in t and t[k] not in GS_FORMATS:
                 p.append(f"tests[{i}].{k} {t[k]!r} is not a known format")
@@ -116,20 +108,28 @@ def check_prairielearn(text: str) -> list[str]:
     for k in ("message", "output"):
         if k in doc and not isinstance(doc[k], str):
             p.append(f"{k} is not a string")
-    for i, t in enumerate(doc.get("tests", [])):
+    probs, objects = _tests(doc.get("tests", []), PL_TEST, ("points", "max_points"),
+                            ("name", "description", "message", "output"))
+    p += probs
+    for i, t in objects:
+        if _num(t.get("points")) and _num(t.get("max_points")) and not 0 <= t["points"] <= t["max_points"] + 1e-9:
+            p.append(f"tests[{i}]: points {t['points']} outside [0, max_points {t['max_points']}]")
+    return p
+
+
+def _tests(tests: list, keys: set[str], numbers: tuple[str, ...], strings: tuple[str, ...]):
+    """What every platform's test list asks: objects, known keys, numbers and strings where they go.
+    Returns (problems, [(index, test) for the tests that are objects])."""
+    p, objects = [], []
+    for i, t in enumerate(tests):
         if not isinstance(t, dict):
             p.append(f"tests[{i}] is not an object")
             continue
-        p += [f"tests[{i}]: unknown key {k!r}" for k in t if k not in PL_TEST]
-        for k in ("points", "max_points"):
-            if k in t and not _num(t[k]):
-                p.append(f"tests[{i}].{k} is not a number")
-        if _num(t.get("points")) and _num(t.get("max_points")) and not 0 <= t["points"] <= t["max_points"] + 1e-9:
-            p.append(f"tests[{i}]: points {t['points']} outside [0, max_points {t['max_points']}]")
-        for k in ("name", "description", "message", "output"):
-            if k in t and not isinstance(t[k], str):
-                p.append(f"tests[{i}].{k} is not a string")
-    return p
+        objects.append((i, t))
+        p += [f"tests[{i}]: unknown key {k!r}" for k in t if k not in keys]
+        p += [f"tests[{i}].{k} is not a number" for k in numbers if k in t and not _num(t[k])]
+        p += [f"tests[{i}].{k} is not a string" for k in strings if k in t and not isinstance(t[k], str)]
+    return p, objects
 
 
 def _int_attr(el, name: str, required: bool) -> tuple[int | None, list[str]]:
