@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from . import executors, formats, grade, rebuild, registry, report
@@ -119,15 +120,20 @@ def grade_chunk(items: list[tuple[str, str, str]], out: str, device: str, cell_t
 
 
 class Progress:
-    """One status line on stderr: the executor's tasks and the submissions recorded so far."""
+    """One status line on stderr: the executor's tasks and the submissions recorded so far (the records
+    are looked for at most every few seconds, and only those not seen yet)."""
 
-    def __init__(self, executor: str, out: Path, todo: list[tuple[str, str, str]]):
-        self.executor, self.out, self.todo, self.last = executor, out, todo, ""
+    def __init__(self, executor: str, out: Path, todo: list[tuple[str, str, str]], every_s: float = 3.0):
+        self.executor, self.out, self.left, self.total = executor, out, list(todo), len(todo)
+        self.every_s, self.scanned, self.last = every_s, 0.0, ""
 
     def __call__(self, counts: dict) -> None:
-        graded = sum(load_record(self.out, stem, key) is not None for _, stem, key in self.todo)
+        finished = counts["pending"] == counts["running"] == 0
+        if finished or time.monotonic() - self.scanned >= self.every_s:
+            self.left = [t for t in self.left if load_record(self.out, t[1], t[2]) is None]
+            self.scanned = time.monotonic()
         line = (f"[{self.executor}] tasks: {counts['pending']} pending, {counts['running']} running, "
-                f"{counts['done']} done, {counts['failed']} failed | submissions {graded}/{len(self.todo)}")
+                f"{counts['done']} done, {counts['failed']} failed | submissions {self.total - len(self.left)}/{self.total}")
         if line != self.last:
             end = "\r" if sys.stderr.isatty() else "\n"
             sys.stderr.write(line + end)
@@ -163,6 +169,8 @@ def grade_many(paths: list[str], out: Path, device: str, cell_timeout: float, ex
             failures.append(outcome.error)
         else:
             rows.update((rec["stem"], rec["row"]) for rec in outcome.value if not rec["key"])
+    if todo and sys.stderr.isatty():
+        sys.stderr.write("\n")  # below the progress line
     for _, stem, key in todo:  # what the tasks recorded, those that failed included
         rec = load_record(out, stem, key)
         if rec:

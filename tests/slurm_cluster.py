@@ -12,6 +12,7 @@ import os
 import pwd
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -178,7 +179,8 @@ class Cluster:
 
     # ----- stop -------------------------------------------------------------------------------------
     def stop(self) -> None:
-        """SIGTERM each daemon this object started, newest first; SIGKILL what is still there after 15 s."""
+        """SIGTERM each daemon this object started, newest first (SIGKILL after 15 s); then SIGKILL what
+        the jobs left (slurmstepd outlives slurmd by design): every process with this cluster's SLURM_CONF."""
         for name, proc in reversed(self.procs):
             if proc.poll() is None:
                 proc.terminate()
@@ -188,3 +190,16 @@ class Cluster:
                     proc.kill()
                     proc.wait(5)
         self.procs.clear()
+        mine = f"SLURM_CONF={self.env['SLURM_CONF']}".encode()
+        left = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if mine in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") and int(pid) != os.getpid():
+                    left.append(int(pid))
+            except OSError:
+                pass
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
