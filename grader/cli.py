@@ -1,7 +1,9 @@
 """Command line: python -m grader check|grade|list|build|report|autograder-bundle.
 
-Exit codes: 0 every test passed (or the batch finished), 1 some test did not pass (or build --check
-found stale notebooks), 2 the input is unusable (not a notebook, unknown exercise, corrupt JSON).
+Exit codes: 0 every test passed (or every file of the batch has its row), 1 some test did not pass (or
+build --check found stale notebooks, or some files of the batch were not graded because their task
+failed), 2 the input or an option is unusable (not a notebook, unknown exercise, corrupt JSON, unknown
+--format, no sbatch or no such partition, no gradebook to report on).
 """
 from __future__ import annotations
 
