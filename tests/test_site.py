@@ -34,7 +34,7 @@ BOOK_KEYS = {"title", "subtitle", "author", "date", "abstract", "description", "
              "margin-header", "margin-footer", "page-navigation", "page-footer", "image", "open-graph",
              "twitter-card", "favicon", "reader-mode", "bread-crumbs", "back-to-top-navigation"}
 TOP_KEYS = {"project", "book", "lang", "execute", "format", "crossref", "toc", "number-sections",
-            "number-depth", "metadata-files", "editor", "bibliography"}
+            "number-depth", "metadata-files", "editor", "bibliography", "profile"}
 EXECUTE_KEYS = {"enabled", "echo", "eval", "output", "warning", "error", "include", "freeze", "cache"}
 PAGE_SUFFIXES = (".qmd", ".ipynb", ".md")
 CROSSREF_KINDS = ("fig", "sec", "tbl", "lst", "eq")
@@ -43,8 +43,31 @@ CROSSREF_KINDS = ("fig", "sec", "tbl", "lst", "eq")
 # ---------------------------------------------------------------------------------------------------
 # _quarto.yml
 # ---------------------------------------------------------------------------------------------------
-def load_config(path: Path = CONFIG) -> dict:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+def load_config(path: Path = CONFIG, profile: str | None = None) -> dict:
+    """_quarto.yml merged with ``_quarto-<profile>.yml``; by default the profile Quarto activates when none
+    is given (the first of each ``profile.group``, or ``profile.default``)."""
+    cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(cfg, dict):
+        return cfg
+    prof = cfg.get("profile") or {}
+    names = [profile] if profile else (
+        [prof["default"]] if isinstance(prof.get("default"), str) else list(prof.get("default") or [])
+        or [g[0] for g in prof.get("group") or [] if g])
+    for name in names:
+        extra = path.with_name(f"_quarto-{name}.yml")
+        if extra.is_file():
+            cfg = merge_profile(cfg, yaml.safe_load(extra.read_text(encoding="utf-8")) or {})
+    return cfg
+
+
+def merge_profile(base, extra):
+    """Quarto's merge of a profile into _quarto.yml: mappings merged key by key, lists appended (without
+    repeating an entry), anything else replaced (checked against quarto 1.8 in tests/test_class_profile.py)."""
+    if isinstance(base, dict) and isinstance(extra, dict):
+        return {**base, **{k: merge_profile(base[k], v) if k in base else v for k, v in extra.items()}}
+    if isinstance(base, list) and isinstance(extra, list):
+        return base + [x for x in extra if x not in base]
+    return extra
 
 
 def is_page(entry: str) -> bool:
@@ -493,7 +516,7 @@ def test_quarto_render(tmp_path, pages):
     if quarto is None:
         pytest.skip("no quarto binary on PATH (pip install -r requirements-site.txt to get one)")
     src = tmp_path / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "_book", ".quarto", "__pycache__",
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "_book", "_book-class", ".quarto", "__pycache__",
                                                              "wheelhouse", "*.pyc"))
     assert render_problems(quarto, src, tmp_path / "out", pages) == []
 

@@ -9,7 +9,7 @@
 # 3. 说明下面这些东西在两边怎么对应：grid 与 `program_id` ↔ `T.Kernel` 的 `bx, by`；`tl.load` ↔ `T.copy`；
 #    `tl.dot` ↔ `T.gemm`；Triton 隐式决定的共享内存和流水线 ↔ TileLang 显式的 `alloc_shared` 和 `T.Pipelined(num_stages=...)`。
 #
-# 这道题**不自动评分**（`python -m grader check` 会说明这一点）；参考答案在 `solutions/ex08_tilelang_mapping.ipynb`。
+# 这道题**不自动评分**（`python -m grader check` 会说明这一点）。
 # %% id=ex08-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
