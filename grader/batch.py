@@ -212,6 +212,6 @@ def _result(out: Path, stem: str, row: dict) -> dict | None:
 
 def slurm_time_min(chunk: int, cell_timeout: float) -> int:
     """Slurm time limit of one task: its whole chunk at the largest per-submission budget."""
-    worst = max(grade.budget_for(len(ex.cases_for("cuda")), cell_timeout)
-                for ex in registry.EXERCISES.values() if not ex.written)
+    worst = max(grade.budget_for(len(ex.cases_for("cuda", 0)), cell_timeout)
+                for ex in registry.exercises().values() if not ex.written)
     return executors.task_minutes(chunk, worst)
