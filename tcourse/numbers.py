@@ -30,7 +30,7 @@ def ratio_text(ratio: float, spread: float | None = None) -> str:
     """``1.005`` with a 6% spread -> ``1.0×（±3%）``; without a spread: 2 significant figures, marked."""
     if not ratio or not math.isfinite(ratio):
         return "—"
-    lead = math.floor(math.log10(abs(ratio)))
+    lead = math.floor(math.log10(abs(float(f"{ratio:.2g}"))))   # 0.999 leads like 1.0
     if spread is None:
         return f"{ratio:.{max(0, 1 - lead)}f}×（离散度未记录）"
     half = max(spread / 2, 1e-9)
