@@ -59,3 +59,11 @@ def test_ratio_digits_follow_the_spread(ratio, spread, text):
     from tcourse.numbers import ratio_text
 
     assert ratio_text(ratio, spread) == text
+
+
+def test_version_box_is_the_same_in_chapter_0_and_on_the_front_page():
+    box = (ROOT / "site-assets" / "_versions.md").read_text(encoding="utf-8").rstrip("\n")
+    nb = json.loads((ROOT / "notebooks" / "00_roadmap_and_setup.ipynb").read_text(encoding="utf-8"))
+    assert any("".join(c["source"]).rstrip("\n") == box for c in nb["cells"] if c["cell_type"] == "markdown"), \
+        "chapter 0 must carry site-assets/_versions.md verbatim"
+    assert "{{< include site-assets/_versions.md >}}" in (ROOT / "index.qmd").read_text(encoding="utf-8")
