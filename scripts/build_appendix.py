@@ -186,9 +186,12 @@ def render(results_dir: Path = RESULTS_DIR, root: Path = ROOT) -> str:
     for p, name, meta, _ in docs:
         envs.setdefault(env_row(meta), []).append(p.name)
     out += ["### 录制环境", "", f"下面的 {len(docs)} 个结果文件来自这些环境（同一环境的文件合并为一行）：", "",
-            "| " + " | ".join(ENV_HEADERS) + " | 文件 |", "|" + "---|" * (len(ENV_HEADERS) + 1)]
-    for row, names in sorted(envs.items()):
-        out.append("| " + " | ".join(row) + " | " + ", ".join(f"`{n}`" for n in names) + " |")
+            "| 环境 | " + " | ".join(ENV_HEADERS) + " | 文件数 |", "|" + "---|" * (len(ENV_HEADERS) + 2)]
+    for i, (row, names) in enumerate(sorted(envs.items()), 1):
+        out.append(f"| {i} | " + " | ".join(row) + f" | {len(names)} |")
+    out.append("")
+    for i, (row, names) in enumerate(sorted(envs.items()), 1):
+        out.append(f"- 环境 {i}：" + "、".join(f"`{n}`" for n in names))
     out.append("")
 
     out += ["### 结果", ""]
