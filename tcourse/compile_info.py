@@ -53,9 +53,9 @@ class CompileReport:
     def summary(self) -> str:
         regs = "?" if self.registers is None else self.registers
         spills = "?" if self.spills is None else self.spills
-        fit = "fits" if self.fits_sm90 else "DOES NOT FIT"
-        return (f"{self.name}: num_warps={self.num_warps} num_stages={self.num_stages}  registers/thread={regs}  "
-                f"spill bytes={spills}  shared={self.shared_bytes} B ({fit} in sm_90's {H100_SMEM_LIMIT} B)")
+        fit = "放得下" if self.fits_sm90 else "放不下"
+        return (f"{self.name}: num_warps={self.num_warps} num_stages={self.num_stages}  每线程寄存器={regs}  "
+                f"溢出字节={spills}  共享内存={self.shared_bytes} B（sm_90 上限 {H100_SMEM_LIMIT} B：{fit}）")
 
 
 def _nvidia_bin(name: str) -> str:
@@ -63,7 +63,7 @@ def _nvidia_bin(name: str) -> str:
 
     p = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
     if not p.exists():
-        raise FileNotFoundError(f"{name} is not in this Triton wheel ({p})")
+        raise FileNotFoundError(f"这个 Triton wheel 里没有 {name}（{p}）")
     return str(p)
 
 

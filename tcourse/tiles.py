@@ -53,10 +53,10 @@ class Wave:
 
     def summary(self) -> str:
         u, r = self.unique_bytes(), self.requested_bytes()
-        return (f"GROUP_M={self.group_m:<3} first wave = {len(self.tiles)} programs: "
-                f"{len(self.a_rows)} A row panels + {len(self.b_cols)} B column panels = "
-                f"{len(self.a_rows) + len(self.b_cols)} panels, {u / 2**20:.1f} MiB distinct of "
-                f"{r / 2**20:.1f} MiB requested (fp16, K={self.K}) -> each byte reused {r / u:.1f}x")
+        return (f"GROUP_M={self.group_m:<3} 第一波 {len(self.tiles)} 个 program："
+                f"{len(self.a_rows)} 条 A 行带 + {len(self.b_cols)} 条 B 列带 = "
+                f"{len(self.a_rows) + len(self.b_cols)} 条，需要 {u / 2**20:.1f} MiB 不同的数据，共读 "
+                f"{r / 2**20:.1f} MiB（fp16，K={self.K}）-> 每个字节平均被读 {r / u:.1f} 次")
 
 
 def first_wave(M: int, N: int, K: int, block_m: int, block_n: int, group_m: int,

@@ -4,10 +4,12 @@
 # 把向量加法改成 AXPY：每个元素 `out[i] = a * x[i] + y[i]`，`a` 是一个 Python 标量。
 #
 # **要做的事**
+#
 # 1. 写 `axpy_kernel`：每个 program 处理连续的 `BLOCK_SIZE` 个元素。
 # 2. 写包装函数 `axpy(a, x, y, out=None, BLOCK_SIZE=1024)`：算 grid，启动 kernel，返回 `out`。
 #
 # **规则**（评分器会检查）
+#
 # - 结果必须由你的 Triton kernel 算出来；在包装函数里用 torch 算（`a * x + y`、`torch.add`……）记 0 分。
 # - 结果写进参数 `out`（模板已经写好分配 `out` 的那一行），最后 `return out`。不要修改 `x`、`y`。
 # - 评分器会用没见过的长度（1、质数、BLOCK_SIZE±1、很大的 n）和 float32/float16（GPU 上还有 bfloat16）测试。
@@ -64,7 +66,8 @@ from grader import selfcheck
 selfcheck.check("ex01_axpy", globals())
 # %% [markdown] id=ex01-bench-md
 # ## BLOCK_SIZE 和带宽（只在 GPU 上计时）
-# 在 GPU 上比较 `BLOCK_SIZE = 256 / 512 / 1024 / 2048` 的带宽（和 torch 的 `a * x + y` 在同一次运行里交替计时）。
+# 在 GPU 上比较 `BLOCK_SIZE = 256 / 512 / 1024 / 2048` 的带宽，和 torch 在同一次运行里交替计时。torch 一侧用单个 kernel 的
+# `torch.add(y, x, alpha=a)`（每元素 12 字节，和你的 kernel 一样）；`a * x + y` 是两个 kernel、每元素 20 字节，不公平。
 # 在 CPU 上这个单元不计时（解释器的时间衡量的是 Python，不是 GPU），只显示 GPU 上记录的结果（还没有记录时只打印一句说明）。
 # %% id=ex01-bench role=demo
 def block_size_sweep():
@@ -74,7 +77,7 @@ def block_size_sweep():
     out = torch.empty_like(x)
     rows = []
     for bs in (256, 512, 1024, 2048):
-        c = tcourse.bench.compare(lambda: axpy(2.0, x, y, out, BLOCK_SIZE=bs), lambda: 2.0 * x + y, nbytes=3 * 4 * n)
+        c = tcourse.bench.compare(lambda: axpy(2.0, x, y, out, BLOCK_SIZE=bs), lambda: torch.add(y, x, alpha=2.0, out=out), nbytes=3 * 4 * n)
         rows.append({"BLOCK_SIZE": bs, "triton_GBs": c.rate(c.ours), "torch_GBs": c.rate(c.torch)})
     return rows
 

@@ -5,10 +5,12 @@
 # `out[i, j] = exp(x[i, j] - max_j x[i, :]) / sum_j exp(x[i, j] - max_j x[i, :])`。
 #
 # **要做的事**
+#
 # 1. 写 `softmax_kernel`：一个 program 处理一整行（`BLOCK_SIZE` 是不小于 `n_cols` 的 2 的幂）。
 # 2. 写包装函数 `softmax(x, out=None)`：选 `BLOCK_SIZE`、算 grid、启动 kernel，返回 `out`。
 #
 # **规则**（评分器会检查）
+#
 # - 结果必须由你的 Triton kernel 算出来；用 `torch.softmax`、`torch.exp` 等记 0 分。
 # - 写进参数 `out` 并返回它；不要修改 `x`。行与行之间可能有 stride（用 `x.stride(0)`）。
 # - float16 输入也要支持：在 kernel 里先转成 float32 再算（`x.to(tl.float32)`），存回时 `tl.store` 会按 `out` 的类型转换。

@@ -5,11 +5,13 @@
 # `BLOCK_M x BLOCK_N` tile，沿 K 方向每次取 `BLOCK_K`，用 `tl.dot` 累加到 float32 的 `acc` 里。
 #
 # **要做的事**
+#
 # 1. 写 `matmul_kernel`（stride 都作为参数传进来）。
 # 2. 写包装函数 `matmul(a, b, out=None, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, num_stages=2)`。
 #    `num_warps`/`num_stages` 是启动参数（`kernel[grid](..., num_warps=..., num_stages=...)`），不是 kernel 的参数。
 #
 # **规则**（评分器会检查）
+#
 # - 结果必须由你的 Triton kernel 算出来；`torch.matmul`、`@` 等记 0 分。
 # - 写进 `out` 并返回；不要修改 `a`、`b`。
 # - 输入不一定是连续的：有的测试里 `b` 是转置视图、`a` 的行之间有空隙。用 `.stride()`。

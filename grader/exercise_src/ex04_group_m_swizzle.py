@@ -7,6 +7,7 @@
 # 一组走完再到下一组。最后一组可能不满 `GROUP_M` 行。
 #
 # **要做的事**
+#
 # 1. `pid_to_tile(pid, num_pid_m, num_pid_n, GROUP_M) -> (pid_m, pid_n)`：纯整数运算（`//`、`%`、`min`），不许用循环或列表。
 # 2. `swizzle_kernel` + `swizzle_map(num_pid_m, num_pid_n, GROUP_M, out=None)`：在 Triton kernel 里用同样的公式，
 #    每个 program 把自己的 `(pid_m, pid_n)` 写进 `out[pid, 0]`、`out[pid, 1]`（`out` 是 `(num_pid_m*num_pid_n, 2)` 的 int32）。

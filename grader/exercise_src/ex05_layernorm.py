@@ -5,6 +5,7 @@
 # `out = (x - mean) / sqrt(var + eps) * weight + bias`（`weight`、`bias` 形状 `(n_cols,)`）。
 #
 # **要做的事**
+#
 # 1. `layernorm_kernel`：一个 program 处理一行（`BLOCK_SIZE` = 不小于 `n_cols` 的 2 的幂），在 float32 里算。
 # 2. `layernorm(x, weight, bias, eps=1e-5, out=None)`：启动 kernel，返回 `out`。
 #
