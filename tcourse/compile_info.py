@@ -187,6 +187,7 @@ def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, cap
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from triton.experimental.gluon import GluonASTSource
     from triton.runtime.jit import JITFunction
 
     fn = kernel if isinstance(kernel, JITFunction) else JITFunction(getattr(kernel, "fn", kernel))
@@ -203,7 +204,8 @@ def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, cap
     signature = {n: "constexpr" if n in constants else _arg_type(values[n]) for n in fn.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
              if n in values and n not in constants and _divisible_by_16(values[n])}
-    src = ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs)
+    source = GluonASTSource if fn.is_gluon() else ASTSource  # a @gluon.jit kernel keeps its explicit layouts
+    src = source(fn=fn, signature=signature, constexprs=constants, attrs=attrs)
     with real_compiler():
         k = triton.compile(src, target=GPUTarget("cuda", capability, 32),
                            options={"num_warps": num_warps, "num_stages": num_stages})
