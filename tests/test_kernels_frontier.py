@@ -99,6 +99,7 @@ def test_gluon_matmul_compiles_for_sm90_with_two_partitions():
     assert "ttg.warp_specialize" in ttgir and "requestedRegisters = array<i32: 24>" in ttgir
     assert "#ttg.nvidia_mma<{versionMajor = 3" in ttgir and "nvmma_shared" in ttgir
     assert "cp.async.bulk.tensor" in rep.asm["ptx"]
-    # 4 stages of a 128x64 and a 64x128 fp16 tile, plus the 128x128 C staging tile
-    assert 4 * (128 * 64 + 64 * 128) * 2 + 128 * 128 * 2 <= rep.shared_bytes and rep.fits_sm90
+    # 4 stages of a 128x64 and a 64x128 fp16 tile; the C staging tile reuses the ring once the K loop is done
+    ring = 4 * (128 * 64 + 64 * 128) * 2
+    assert ring <= rep.shared_bytes < ring + 128 * 128 * 2 and rep.fits_sm90
     assert "HGMMA" in rep.sass()
