@@ -9,6 +9,7 @@ entries inside a recording fail one by one. Refuses under the interpreter or wit
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -44,7 +45,9 @@ def main(names: list[str]) -> int:
             failed.append(name)
             print(f"FAILED {name} ({took:.0f} s): {data['error']}")
         else:
-            print(f"{name}: {took:.0f} s -> {path.relative_to(recorded.RESULTS.parent)}")
+            inner = json.dumps(data).count('"error"')  # entries that failed inside a recording
+            print(f"{name}: {took:.0f} s -> {path.relative_to(recorded.RESULTS.parent)}"
+                  + (f" ({inner} failed entries)" if inner else ""))
         sys.stdout.flush()
     print(f"total {time.time() - t_all:.0f} s; failed: {failed or 'none'}")
     return 1 if failed else 0
