@@ -194,7 +194,7 @@ def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, cap
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from triton.experimental.gluon import GluonASTSource
+    from triton.experimental.gluon._runtime import GluonASTSource  # in triton.experimental.gluon from 3.9 on
     from triton.runtime.jit import JITFunction
 
     fn = kernel if isinstance(kernel, JITFunction) else JITFunction(getattr(kernel, "fn", kernel))

@@ -13,12 +13,23 @@ import torch
 
 ROUNDS = 3
 REP_MS = 50
-SIZES = (4096, 8192)
+DEVICE = "cuda"
+SIZES = (4096, 8192)           # matmul problem sizes (M = N = K)
+SMALL_SIZE = 2048              # fewer tiles than SMs: persistence changes nothing
+PRECISION_SIZE = 4096
+REF_MAX = 4096                 # fp64 reference products only up to this size (8192^3 in fp64 is slow)
 DTYPES = (torch.float16, torch.bfloat16)
+LN_SHAPES = ((8192, 4096), (4096, 8192), (32768, 1024))
+ATTN_SHAPES = ((4, 16, 2048, 64), (2, 16, 4096, 128))
+DROPOUT_N = 1 << 26
 # the persistent-matmul config: 128 x 256 tiles (512 of them at 4096^2: 3.9 waves on 132 SMs)
 TMA_CONFIG = {"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8, "SPLIT_EPILOGUE": True, "FLATTEN": True,
               "num_stages": 4, "num_warps": 8}
 BLOCKED_CONFIG = {"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8, "num_stages": 3, "num_warps": 8}
+
+
+def _sms() -> int:
+    return torch.cuda.get_device_properties(0).multi_processor_count
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -82,13 +93,13 @@ def blocked_launch(a, b, config: dict = BLOCKED_CONFIG):
 def persistent_vs_one_tile() -> list[dict]:
     """TFLOP/s of the persistent TMA kernel (132 programs), the same kernel with one program per tile,
     and chapter 4's pointer-based blocked kernel, each against cuBLAS in the same run."""
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sms = _sms()
     rows = []
-    for size in (2048, *SIZES):
-        for dtype in DTYPES if size != 2048 else (torch.float16,):
-            a = torch.randn(size, size, device="cuda", dtype=dtype)
-            b = torch.randn(size, size, device="cuda", dtype=dtype)
-            ref = a.double() @ b.double() if size <= 4096 else None
+    for size in (SMALL_SIZE, *SIZES):
+        for dtype in DTYPES if size != SMALL_SIZE else (torch.float16,):
+            a = torch.randn(size, size, device=DEVICE, dtype=dtype)
+            b = torch.randn(size, size, device=DEVICE, dtype=dtype)
+            ref = a.double() @ b.double() if size <= REF_MAX else None
             tiles = (size // TMA_CONFIG["BM"]) * (size // TMA_CONFIG["BN"])
             row = {"size": size, "dtype": _name(dtype), "tiles": tiles, "sms": sms, "waves": tiles / sms}
             for label, fn in (("persistent", tma_launch(a, b, sms)), ("one_tile_per_program", tma_launch(a, b, None)),
@@ -106,16 +117,17 @@ def persistent_vs_one_tile() -> list[dict]:
     return rows
 
 
-def input_precision_table(size: int = 4096) -> list[dict]:
+def input_precision_table() -> list[dict]:
     """fp32 matmul with tl.dot's input_precision ieee / tf32 / tf32x3: error against fp64, TFLOP/s,
     against torch.matmul in fp32 (cuBLAS, TF32 off) in the same run."""
     import triton
 
     from .kernels import matmul_kernels as mk
 
+    size = PRECISION_SIZE
     torch.backends.cuda.matmul.allow_tf32 = False
-    a = torch.randn(size, size, device="cuda")
-    b = torch.randn(size, size, device="cuda")
+    a = torch.randn(size, size, device=DEVICE)
+    b = torch.randn(size, size, device=DEVICE)
     ref = a.double() @ b.double()
     c = torch.empty_like(a)
     cfg = {"BM": 128, "BN": 128, "BK": 32, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
@@ -141,9 +153,9 @@ def fp8_vs_scaled_mm() -> list[dict]:
 
     rows = []
     for size in SIZES:
-        a = torch.randn(size, size, device="cuda")
-        b = torch.randn(size, size, device="cuda")
-        ref = (a.double() @ b.double()) if size <= 4096 else None
+        a = torch.randn(size, size, device=DEVICE)
+        b = torch.randn(size, size, device=DEVICE)
+        ref = (a.double() @ b.double()) if size <= REF_MAX else None
         a16, b16 = a.bfloat16(), b.bfloat16()
         for mode, dims in (("per_tensor", (None, None)), ("rowwise", (1, 0))):
             qa, sa = quantize_e4m3(a, dims[0])
@@ -185,13 +197,13 @@ def gluon_vs_triton() -> list[dict]:
     from .kernels import gluon_matmul
     from .kernels import matmul as triton_matmul
 
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sms = _sms()
     rows = []
     for size in SIZES:
         for dtype in DTYPES:
-            a = torch.randn(size, size, device="cuda", dtype=dtype)
-            b = torch.randn(size, size, device="cuda", dtype=dtype)
-            ref = a.double() @ b.double() if size <= 4096 else None
+            a = torch.randn(size, size, device=DEVICE, dtype=dtype)
+            b = torch.randn(size, size, device=DEVICE, dtype=dtype)
+            ref = a.double() @ b.double() if size <= REF_MAX else None
             row = {"size": size, "dtype": _name(dtype)}
             for label, fn in (("gluon_ws", lambda: gluon_matmul.matmul(a, b)),
                               ("gluon_ws_128x256", lambda: gluon_matmul.matmul(a, b, {"BN": 256, "num_warps": 8})),
@@ -220,13 +232,13 @@ def dropout_gpu() -> dict:
 
     out = {}
     n, p, seed = 1_000_003, 0.3, 1234
-    m1 = keep_mask(n, p, seed, "cuda", BLOCK=256)
-    m2 = keep_mask(n, p, seed, "cuda", BLOCK=4096)
+    m1 = keep_mask(n, p, seed, DEVICE, BLOCK=256)
+    m2 = keep_mask(n, p, seed, DEVICE, BLOCK=4096)
     out["same_mask_across_blocks"] = bool(torch.equal(m1, m2))
     out["checksum"] = {"n": n, "p": p, "seed": seed, "kept": int(m1.sum()),
                        "first_64": [int(v) for v in m1[:64].int().tolist()]}
-    big = 1 << 26
-    x = torch.randn(big, device="cuda", dtype=torch.float16)
+    big = DROPOUT_N
+    x = torch.randn(big, device=DEVICE, dtype=torch.float16)
     out["bandwidth_fp16_2^26"] = guarded(lambda: _timed(lambda: dropout(x, p, seed),
                                                         lambda: torch.nn.functional.dropout(x, p, training=True),
                                                         nbytes=2 * 2 * big))
@@ -238,12 +250,12 @@ def layernorm_backward() -> list[dict]:
     from .kernels.layernorm_bwd_kernels import layernorm_bwd, layernorm_fwd
 
     rows = []
-    for (M, N) in ((8192, 4096), (4096, 8192), (32768, 1024)):
+    for (M, N) in LN_SHAPES:
         for dtype in (torch.float16,):
-            x = torch.randn(M, N, device="cuda", dtype=dtype, requires_grad=True)
-            w = torch.randn(N, device="cuda", dtype=dtype, requires_grad=True)
-            b = torch.randn(N, device="cuda", dtype=dtype, requires_grad=True)
-            dy = torch.randn(M, N, device="cuda", dtype=dtype)
+            x = torch.randn(M, N, device=DEVICE, dtype=dtype, requires_grad=True)
+            w = torch.randn(N, device=DEVICE, dtype=dtype, requires_grad=True)
+            b = torch.randn(N, device=DEVICE, dtype=dtype, requires_grad=True)
+            dy = torch.randn(M, N, device=DEVICE, dtype=dtype)
             y_ref = torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5)
             g_ref = torch.autograd.grad(y_ref, (x, w, b), dy, retain_graph=True)
             _, mean, rstd = layernorm_fwd(x.detach(), w.detach(), b.detach())
@@ -271,11 +283,11 @@ def attention_backward() -> list[dict]:
     from .kernels.attention_bwd_kernels import attention_bwd, attention_fwd
 
     rows = []
-    for (B, H, S, D) in ((4, 16, 2048, 64), (2, 16, 4096, 128)):
+    for (B, H, S, D) in ATTN_SHAPES:
         for causal in (False, True):
             shape = (B, H, S, D)
-            q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16, requires_grad=True) for _ in range(3))
-            do = torch.randn(shape, device="cuda", dtype=torch.float16)
+            q, k, v = (torch.randn(shape, device=DEVICE, dtype=torch.float16, requires_grad=True) for _ in range(3))
+            do = torch.randn(shape, device=DEVICE, dtype=torch.float16)
             row = {"shape": list(shape), "causal": causal}
 
             def one():
@@ -302,9 +314,9 @@ def triton_op_compile() -> dict:
     the graph-break count from ``torch._dynamo.explain``, and forward/backward against eager torch."""
     from .kernels.torch_ops import layernorm
 
-    x = torch.randn(4096, 1024, device="cuda", requires_grad=True)
-    w = torch.randn(1024, device="cuda", requires_grad=True)
-    b = torch.randn(1024, device="cuda", requires_grad=True)
+    x = torch.randn(4096, 1024, device=DEVICE, requires_grad=True)
+    w = torch.randn(1024, device=DEVICE, requires_grad=True)
+    b = torch.randn(1024, device=DEVICE, requires_grad=True)
 
     def step(x, w, b):
         return (layernorm(x, w, b) * 2).relu().sum()

@@ -94,7 +94,7 @@ def test_fp8_rowwise_scales_must_match_shapes():
 
 def test_gluon_matmul_compiles_for_sm90_with_two_partitions():
     gluon_matmul = pytest.importorskip("tcourse.kernels.gluon_matmul")
-    rep = gluon_matmul.compile_sm90(1024, 1024, 1024)
+    rep = gluon_matmul.compile_sm90(1024)
     ttgir = rep.asm["ttgir"]
     assert "ttg.warp_specialize" in ttgir and "requestedRegisters = array<i32: 24>" in ttgir
     assert "#ttg.nvidia_mma<{versionMajor = 3" in ttgir and "nvmma_shared" in ttgir

@@ -140,8 +140,8 @@ def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_
 
 
 def _blocks(q: torch.Tensor) -> dict:
-    if q.is_cuda:
-        return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
+    if q.is_cuda:  # D=128: 8 warps, or the dK/dV kernel spills on sm_90 (a real compile: 255 registers + 40 B)
+        return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8 if q.shape[-1] >= 128 else 4, "num_stages": 2}
     return {"BLOCK_M": 16, "BLOCK_N": 16}
 
 

@@ -13,11 +13,10 @@ buffers for the A and B tiles:
 
 Nothing here runs under the interpreter (Gluon has none): on a laptop :func:`compile_sm90` compiles
 it for sm_90 offline; on an H200 :func:`matmul` launches it. The API differences between the
-supported Triton versions (3.6 on the H200, 3.9 on the laptop) are resolved once, at import.
+supported Triton versions (3.6 on the H200, 3.9 on the laptop) are handled in the code (see below); both
+compile it for sm_90 offline.
 """
 from __future__ import annotations
-
-import inspect
 
 import torch
 from triton.experimental import gluon
@@ -28,20 +27,22 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ._launch import cdiv
 
-# Triton 3.9 names the TMA copies async_load/async_store (the old names raise there); 3.6 has the old names.
+# The Gluon API differences between the supported versions that this kernel meets (3.6 read and compiled
+# for sm_90 on a laptop, as 3.9 is): the TMA copies are async_copy_global_to_shared / async_copy_shared_to_global
+# in 3.6 and async_load / async_store in 3.9 (where the old names raise); 3.6 needs the default partition of
+# warp_specialize to return a tuple, and cannot call gl.num_warps() inside a constexpr layout expression.
 _tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 _tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
-# warp_specialize: 3.9 takes [(function, args), ...] (default partition first); older releases take
-# (default_args, default_fn, worker_args, [worker_fns], ...). Decided here, branched on as a constexpr.
-WS_PAIRS = gl.constexpr("functions_and_args" in inspect.signature(gl.warp_specialize).parameters)
 
 LOADER_WARPS = gl.constexpr(1)
 LOADER_REGS = gl.constexpr(24)  # the loader only computes coordinates: give its registers to the MMA warps
 
 
 @gluon.jit
-def _loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, k_tiles,
-            BK: gl.constexpr, STAGES: gl.constexpr):
+def _loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, k_tiles):
+    # shapes come from the buffers, not from constexpr arguments (Triton 3.6 passes only values to partitions)
+    BK: gl.constexpr = a_bufs.shape[2]
+    STAGES: gl.constexpr = a_bufs.shape[0]
     for k in range(k_tiles):
         s = k % STAGES
         # a fresh barrier counts as "phase 1 completed": the first pass over the ring does not wait
@@ -52,9 +53,8 @@ def _loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, k_tiles,
 
 
 @gluon.jit
-def _mma(a_bufs, b_bufs, ready, empty, k_tiles, BM: gl.constexpr, BN: gl.constexpr, STAGES: gl.constexpr,
-         MMA_LAYOUT: gl.constexpr):
-    acc = gl.zeros((BM, BN), gl.float32, MMA_LAYOUT)
+def _mma(a_bufs, b_bufs, ready, empty, k_tiles, acc):
+    STAGES: gl.constexpr = a_bufs.shape[0]
     for k in range(k_tiles):
         s = k % STAGES
         mbarrier.wait(ready.index(s), (k // STAGES) & 1)
@@ -65,12 +65,12 @@ def _mma(a_bufs, b_bufs, ready, empty, k_tiles, BM: gl.constexpr, BN: gl.constex
         if k > 0:
             mbarrier.arrive(empty.index((k - 1) % STAGES), count=1)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    return acc
+    return (acc,)  # a tuple: Triton 3.6 flattens the default partition's results as a sequence
 
 
 @gluon.jit
 def matmul_ws_kernel(a_desc, b_desc, c_desc, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                     STAGES: gl.constexpr):
+                     STAGES: gl.constexpr, MMA_WARPS: gl.constexpr):
     off_m = gl.program_id(0) * BM
     off_n = gl.program_id(1) * BN
     k_tiles = gl.cdiv(K, BK)
@@ -83,18 +83,14 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, K, BM: gl.constexpr, BN: gl.constex
         mbarrier.init(ready.index(s), count=1)
         mbarrier.init(empty.index(s), count=1)
     fence_async_shared()
-    # the wgmma accumulator layout: one warpgroup of 4 warps stacked along M, instruction m64 x BN x k16
-    mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[gl.num_warps(), 1],
+    # the wgmma accumulator layout: the default partition's warps (num_warps) stacked along M, instruction m64 x BN x k16
+    mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[MMA_WARPS, 1],
                                                          instr_shape=[16, BN, 16])
-    if WS_PAIRS:
-        acc = gl.warp_specialize([(_mma, (a_bufs, b_bufs, ready, empty, k_tiles, BM, BN, STAGES, mma_layout)),
-                                  (_loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, k_tiles,
-                                             BK, STAGES))],
-                                 [LOADER_WARPS], [LOADER_REGS])
-    else:
-        acc = gl.warp_specialize((a_bufs, b_bufs, ready, empty, k_tiles, BM, BN, STAGES, mma_layout), _mma,
-                                 (a_desc, b_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, k_tiles, BK, STAGES),
-                                 [_loader], [LOADER_WARPS], [LOADER_REGS])
+    acc = gl.zeros((BM, BN), gl.float32, mma_layout)
+    mma_args = (a_bufs, b_bufs, ready, empty, k_tiles, acc)
+    load_args = (a_desc, b_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, k_tiles)
+    # the default partition (the MMA warps of this program) first, then the workers with their warp and register counts
+    acc = gl.warp_specialize([(_mma, mma_args), (_loader, load_args)], [LOADER_WARPS], [LOADER_REGS])[0]
     for s in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(s))
         mbarrier.invalidate(empty.index(s))
@@ -135,20 +131,24 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torc
     a_d, b_d, c_d = descriptors(a.contiguous(), b.contiguous(), c, cfg["BM"], cfg["BN"], cfg["BK"])
     grid = (cdiv(M, cfg["BM"]), cdiv(N, cfg["BN"]))
     matmul_ws_kernel[grid](a_d, b_d, c_d, K, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], STAGES=cfg["STAGES"],
-                           num_warps=cfg["num_warps"])
+                           MMA_WARPS=cfg["num_warps"], num_warps=cfg["num_warps"])
     return c
 
 
-def compile_sm90(M: int = 4096, N: int = 4096, K: int = 4096, dtype: torch.dtype = torch.float16,
-                 config: dict | None = None):
-    """Compile the kernel for sm_90 without a GPU, for ``M x K @ K x N`` inputs: returns
+def descriptor_type(block: list[int], dtype: torch.dtype) -> str:
+    """The type string a launch gives a Gluon descriptor argument (Triton 3.6 and 3.9 parse the same form):
+    element type, block shape and the shared-memory layout."""
+    name = {torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype]
+    return f"tensordesc<{name}[{','.join(map(str, block))}],{_layout(block, dtype)!r}>"
+
+
+def compile_sm90(K: int = 4096, dtype: torch.dtype = torch.float16, config: dict | None = None):
+    """Compile the kernel for sm_90 without a GPU (for a K-long reduction): returns
     ``tcourse.compile_info.CompileReport`` (TTGIR with the explicit layouts, PTX, SASS, resources)."""
     from ..compile_info import compile_for_sm90
 
     cfg = {**DEFAULT_CONFIG, **(config or {})}
     bm, bn, bk = cfg["BM"], cfg["BN"], cfg["BK"]
-    # CPU tensors only give the descriptors their types; nothing is read
-    a, b, c = (torch.empty(r, k, dtype=dtype) for r, k in ((M, K), (K, N), (M, N)))
-    descs = descriptors(a, b, c, bm, bn, bk)
-    return compile_for_sm90(matmul_ws_kernel, *(d.__mangle__() for d in descs), K, num_warps=cfg["num_warps"],
-                            num_stages=1, BM=bm, BN=bn, BK=bk, STAGES=cfg["STAGES"])
+    descs = (descriptor_type([bm, bk], dtype), descriptor_type([bk, bn], dtype), descriptor_type([bm, bn], dtype))
+    return compile_for_sm90(matmul_ws_kernel, *descs, K, num_warps=cfg["num_warps"], num_stages=1, BM=bm, BN=bn,
+                            BK=bk, STAGES=cfg["STAGES"], MMA_WARPS=cfg["num_warps"])
