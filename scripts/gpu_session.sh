@@ -7,55 +7,58 @@
 #
 # Steps: grader (GPU grader tests + every solution graded on cuda, in a bubblewrap sandbox with the
 # NVIDIA device files bound in), chapters (scripts/record_gpu.py: every chapter re-recorded in place),
-# frontier (scripts/record_frontier_gpu.py, chapters 8-10), extras (scripts/record_extras_gpu.sh:
-# Nsight Compute and Proton excerpts). Logs and a tarball of what changed go to DIR (default: results/h200/logs).
+# frontier (scripts/record_frontier_gpu.py, chapters 8-10), extras (
+# Nsight Compute and Proton excerpts, scripts/record_extras_gpu.py). Logs go to results/h200/logs; with --out DIR, a tarball of every
+# file the session changed or added under notebooks/ and results/ (logs included) is written to DIR.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT_DIR=results/h200/logs steps=()
+LOGS=results/h200/logs TAR_DIR="" steps=()
 while (($#)); do
   case $1 in
-    --out) OUT_DIR=$2; shift ;;
+    --out) TAR_DIR=$2; shift ;;
     *) steps+=("$1") ;;
   esac
   shift
 done
-mkdir -p "$OUT_DIR"
+mkdir -p "$LOGS"
+touch /tmp/gpu-session-start
 export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 if ! python3 -c 'import nbclient' 2>/dev/null; then
-  ./course.sh install-offline .gpu/wheels > "$OUT_DIR/install.log" 2>&1 || { tail -20 "$OUT_DIR/install.log"; exit 1; }
+  ./course.sh install-offline .gpu/wheels > "$LOGS/install.log" 2>&1 || { tail -20 "$LOGS/install.log"; exit 1; }
 fi
 if ! command -v bwrap >/dev/null && compgen -G ".gpu/*.deb" >/dev/null; then
   mkdir -p /tmp/bw && for f in .gpu/*.deb; do dpkg -x "$f" /tmp/bw; done
   export PATH=/tmp/bw/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/bw/usr/lib/x86_64-linux-gnu:/tmp/bw/lib/x86_64-linux-gnu
 fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv > "$OUT_DIR/gpu.txt" 2>&1
-python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$OUT_DIR/gpu.txt" 2>&1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv > "$LOGS/gpu.txt" 2>&1
+python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$LOGS/gpu.txt" 2>&1
 
 run() {  # name, command...: time it, keep its log, never stop the session
   local name=$1; shift
   local t0=$SECONDS
   echo "== $name"
-  "$@" > "$OUT_DIR/$name.log" 2>&1
+  "$@" > "$LOGS/$name.log" 2>&1
   local rc=$?
-  echo "== $name: rc=$rc in $((SECONDS - t0)) s"; tail -4 "$OUT_DIR/$name.log"
+  echo "== $name: rc=$rc in $((SECONDS - t0)) s"; tail -4 "$LOGS/$name.log"
 }
 
 for step in "${steps[@]}"; do
   case $step in
-    grader)
+    grader)  # the GPU grader tests and every solution graded on the GPU, side by side
       run grader_sandbox python3 -c 'from grader import sandbox; print(sandbox.choose().describe())'
-      run grader_gpu_tests python3 -m pytest -q -p no:cacheprovider tests/test_grader_gpu.py
-      mkdir -p results/h200/grader_solutions
-      for nb in solutions/ex*.ipynb; do
-        run "grade_$(basename "$nb" .ipynb)" python3 -m grader check "$nb" --device cuda \
-          --json "results/h200/grader_solutions/$(basename "$nb" .ipynb).json"
-      done ;;
+      rm -rf results/h200/grader_solutions
+      run grader_gpu_tests python3 -m pytest -q -p no:cacheprovider tests/test_grader_gpu.py &
+      run grade_solutions python3 -m grader grade solutions/ --out results/h200/grader_solutions --device cuda --workers 4
+      wait
+      rm -rf results/h200/grader_solutions/.cache ;;
     chapters) run record_chapters python3 scripts/record_gpu.py ;;
     frontier) [[ -f scripts/record_frontier_gpu.py ]] && run record_frontier python3 scripts/record_frontier_gpu.py ;;
-    extras) [[ -f scripts/record_extras_gpu.sh ]] && run record_extras bash scripts/record_extras_gpu.sh ;;
+    extras) [[ -f scripts/record_extras_gpu.py ]] && run record_extras python3 scripts/record_extras_gpu.py ;;
     *) echo "unknown step $step" ;;
   esac
 done
-tar czf "$OUT_DIR/changed.tgz" $(git status --porcelain --untracked-files=all -- notebooks results | awk '{print $2}' \
-  | grep -v "^$OUT_DIR") 2>/dev/null
-echo "changed files: $(tar tzf "$OUT_DIR/changed.tgz" 2>/dev/null | wc -l)"
+if [[ -n $TAR_DIR ]]; then
+  find notebooks results -type f -newer /tmp/gpu-session-start > /tmp/changed.txt
+  tar czf "$TAR_DIR/session.tgz" -T /tmp/changed.txt
+  echo "changed files: $(wc -l < /tmp/changed.txt) -> $TAR_DIR/session.tgz"
+fi
