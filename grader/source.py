@@ -110,7 +110,10 @@ def notebook(exercise_id: str, solution: bool) -> nbformat.NotebookNode:
         if c.role == "grading":
             continue
         if c.kind == "markdown":
-            cell = nbformat.v4.new_markdown_cell(render(c.text, solution))
+            text = render(c.text, solution)
+            if solution and not nb.cells and text.startswith("# "):  # the solution page's own title
+                text = "# 参考答案 · " + text[2:]
+            cell = nbformat.v4.new_markdown_cell(text)
         else:
             cell = nbformat.v4.new_code_cell(render(c.text, solution))
             cell.metadata["tcourse"] = {"role": c.role}
