@@ -21,6 +21,7 @@ submission cannot reach the grader's machinery, and so that a learner learns wha
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 from dataclasses import dataclass, field
 
@@ -61,6 +62,7 @@ INSTEAD = {
     "exec": "把代码直接写进单元", "eval": "把表达式直接写出来", "__import__": "用 import torch / import triton",
     "globals": "直接用变量名", "vars": "直接用变量名", "locals": "直接用变量名", "numpy": "在 kernel 里用 tl.* 计算",
 }
+_BUILTIN_NAMES = set(dir(builtins))
 MAGIC = re.compile(r"^(\s*)%(time|timeit)\s+(.*)$")
 
 
@@ -218,7 +220,9 @@ class _Checker:
             self.attribute(node, host=True)
 
     def name(self, node: ast.Name, allowed: set[str]) -> None:
-        if isinstance(node.ctx, ast.Load) and node.id not in allowed and node.id != "__name__":
+        """A built-in outside :data:`BUILTINS` is refused; a name defined nowhere is only a NameError later."""
+        if isinstance(node.ctx, ast.Load) and node.id not in allowed and node.id != "__name__" and (
+                node.id in _BUILTIN_NAMES or node.id in INSTEAD):
             self.bad(node, f"不允许使用 {node.id}", INSTEAD.get(node.id, "答案单元只能用自己定义的名字、torch/triton/tl/math 和常用内置函数"))
         elif node.id.startswith("__") and node.id != "__name__":
             self.bad(node, f"不允许使用名字 {node.id}", "用普通的变量名")
