@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-LIMIT_S = {"ch09_gluon_attention": 90, "ch09_gluon_matmul": 120, "ch10_triton_op_compile": 120}
+LIMIT_S = {"ch09_gluon_attention": 90, "ch09_gluon_matmul": 120}  # hand-written barriers: a bug hangs
 DEFAULT_LIMIT_S = 150
 
 
