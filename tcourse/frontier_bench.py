@@ -21,6 +21,7 @@ REF_MAX = 4096                 # fp64 reference products only up to this size (8
 DTYPES = (torch.float16, torch.bfloat16)
 LN_SHAPES = ((8192, 4096), (4096, 8192), (32768, 1024))
 ATTN_SHAPES = ((4, 16, 2048, 64), (2, 16, 4096, 128))
+GLUON_ATTN_SHAPES = ((4, 32, 4096, 64), (4, 32, 4096, 128))  # chapter 6.6's shapes
 DROPOUT_N = 1 << 26
 # the persistent-matmul config: 128 x 256 tiles (512 of them at 4096^2: 3.9 waves on 132 SMs)
 TMA_CONFIG = {"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8, "SPLIT_EPILOGUE": True, "FLATTEN": True,
@@ -223,6 +224,31 @@ def gluon_vs_triton() -> list[dict]:
     return rows
 
 
+def gluon_attention_vs_triton() -> list[dict]:
+    """Non-causal fp16 attention forward: the warp-specialised Gluon kernel (two softmax warpgroups, a TMA
+    loader) and the reference Triton kernel, each against SDPA's default backend in the same run."""
+    from .kernels import attention as triton_attention
+    from .kernels import gluon_attention
+
+    rows = []
+    for (B, H, S, D) in GLUON_ATTN_SHAPES:
+        q, k, v = (torch.randn(B, H, S, D, device=DEVICE, dtype=torch.float16) for _ in range(3))
+        sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)  # noqa: E731
+        ref = sdpa()
+        row = {"shape": [B, H, S, D]}
+        for label, fn in (("gluon_ws", lambda: gluon_attention.attention(q, k, v)),
+                          ("triton_reference", lambda: triton_attention(q, k, v))):
+            def one(fn=fn):
+                entry = {"max_abs_diff_vs_sdpa": float((fn().float() - ref.float()).abs().max())}
+                entry.update(_timed(fn, sdpa, flops=4 * B * H * S * S * D))
+                return entry
+            row[label] = guarded(one)
+        rows.append(row)
+        del q, k, v, ref
+        torch.cuda.empty_cache()
+    return rows
+
+
 # -- chapter 10 ----------------------------------------------------------------------------------------
 def dropout_gpu() -> dict:
     """Same seed -> same mask on the GPU for two block sizes and as on the CPU interpreter (a checksum the
@@ -339,6 +365,7 @@ RECORDINGS = {
     "ch08_input_precision": input_precision_table,
     "ch08_fp8": fp8_vs_scaled_mm,
     "ch09_gluon_matmul": gluon_vs_triton,
+    "ch09_gluon_attention": gluon_attention_vs_triton,
     "ch10_dropout": dropout_gpu,
     "ch10_layernorm_bwd": layernorm_backward,
     "ch10_attention_bwd": attention_backward,

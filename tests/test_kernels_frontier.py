@@ -103,3 +103,13 @@ def test_gluon_matmul_compiles_for_sm90_with_two_partitions():
     ring = 4 * (128 * 64 + 64 * 128) * 2
     assert ring <= rep.shared_bytes < ring + 128 * 128 * 2 and rep.fits_sm90
     assert "HGMMA" in rep.sass()
+
+
+def test_gluon_attention_compiles_for_sm90_with_three_partitions():
+    gluon_attention = pytest.importorskip("tcourse.kernels.gluon_attention")
+    rep = gluon_attention.compile_sm90(S=1024, D=64)
+    ttgir = rep.asm["ttgir"]
+    assert "ttg.warp_specialize" in ttgir and "requestedRegisters = array<i32: 240, 24>" in ttgir
+    assert rep.fits_sm90 and rep.spills == 0
+    sass = rep.sass()
+    assert "HGMMA" in sass and "MUFU.EX2" in sass

@@ -40,7 +40,7 @@ LOADER_REGS = gl.constexpr(24)  # the loader only computes coordinates: give its
 
 @gluon.jit
 def _loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, k_tiles):
-    # shapes come from the buffers, not from constexpr arguments (Triton 3.6 passes only values to partitions)
+    # the tile shapes and the ring depth are read off the shared-memory buffers
     BK: gl.constexpr = a_bufs.shape[2]
     STAGES: gl.constexpr = a_bufs.shape[0]
     for k in range(k_tiles):
