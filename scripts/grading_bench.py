@@ -123,7 +123,7 @@ def main() -> int:
     samples, stop = [os.getloadavg()[0]], threading.Event()
     threading.Thread(target=load_sampler, args=(samples, stop), daemon=True).start()
     local_wall = grade(subs, work / "local", ["--workers", a.workers], a.timeout, dict(os.environ))
-    print(f"local: {local_wall:.0f} s")
+    print(f"local: {local_wall:.0f} s ({work / 'local'})", flush=True)
     cluster = slurm_cluster.Cluster(work / "slurm-cluster").start()
     try:
         slurm_wall = grade(subs, work / "slurm", ["--executor", "slurm", "--chunk", a.chunk], a.timeout, cluster.env)
