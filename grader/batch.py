@@ -192,8 +192,9 @@ def grade_many(paths: list[str], out: Path, device: str, cell_timeout: float, ex
         w.writeheader()
         for stem in sorted(rows, key=lambda s: rows[s]["file"]):
             w.writerow({k: rows[stem][k] for k in FIELDS})
-    entries = [formats.Entry(stem, str(p), _result(out, stem, rows[stem]), rows[stem]["status"]) for p, stem, _ in plan]
-    written = formats.write(list(format_names), out, entries)
+    written = formats.write(list(format_names), out, [
+        formats.Entry(stem, str(p), _result(out, stem, rows[stem]), rows[stem]["status"]) for p, stem, _ in plan
+    ]) if format_names else []
     for e in failures:
         print(f"error: {e}", file=sys.stderr)
     print(f"graded {len(plan) - len(missing)}/{len(plan)} submission(s) -> {out / 'gradebook.csv'}"

@@ -49,9 +49,10 @@ exec "$PY" -m grader.bundle "$ROOT"
 
 
 def memory_needed_mb() -> float | None:
-    """Peak resident memory of grading one submission on CPU, as measured (None before it is)."""
+    """Peak memory (MB) of grading one submission on CPU, as measured (PSS of the process tree: shared
+    libraries counted once, as a container limit does); None before it is measured."""
     try:
-        return json.loads(MEMORY.read_text(encoding="utf-8"))["peak_tree_rss_mib"] * 1.048576
+        return json.loads(MEMORY.read_text(encoding="utf-8"))["peak_tree_pss_mib"] * 1.048576
     except (OSError, ValueError, KeyError):
         return None
 

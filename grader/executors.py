@@ -113,7 +113,10 @@ class Slurm:
         if self.gpus_per_task:
             params["gpus_per_task"] = self.gpus_per_task
         ex.update_parameters(**params)
-        jobs = ex.map_array(fn, *zip(*tasks))
+        try:
+            jobs = ex.map_array(fn, *zip(*tasks))
+        except Exception as e:  # sbatch's own refusal (no default partition, account, limits...)
+            raise Unavailable(f"sbatch refused the job array: {str(e).strip()[-500:]}") from None
         sys.stderr.write(f"[slurm] submitted job array {jobs[0].job_id.split('_')[0]} ({len(jobs)} task(s)); "
                          f"logs in {self.folder}\n")
         left, failed = dict(enumerate(jobs)), 0

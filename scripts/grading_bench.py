@@ -71,18 +71,21 @@ def run_stats(out: Path, wall: float) -> dict:
             "graded": len(durations), "sum_of_grading_s": round(sum(durations), 1)}
 
 
-def peak_memory(path: Path) -> float:
-    """Peak resident memory (MiB) of the whole process tree of `grader check` on one submission."""
+def peak_memory(path: Path) -> tuple[float, float]:
+    """Peak memory (MiB) of the whole process tree of `grader check` on one submission: the sum of the
+    processes' RSS (counts the shared torch libraries once per process) and of their PSS (shares them
+    out: about what a container's memory limit charges)."""
     p = subprocess.Popen([sys.executable, "-m", "grader", "check", str(path), "--device", "cpu"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    root, peak = psutil.Process(p.pid), 0
+    root, rss, pss = psutil.Process(p.pid), 0, 0
     while p.poll() is None:
         try:
-            peak = max(peak, sum(q.memory_info().rss for q in [root, *root.children(recursive=True)]))
+            infos = [q.memory_full_info() for q in [root, *root.children(recursive=True)]]
+            rss, pss = max(rss, sum(i.rss for i in infos)), max(pss, sum(i.pss for i in infos))
         except psutil.Error:
             pass
         time.sleep(0.02)
-    return peak / 2**20
+    return rss / 2**20, pss / 2**20
 
 
 def load_sampler(samples: list[float], stop: threading.Event) -> None:
@@ -104,20 +107,23 @@ def main() -> int:
     work.chmod(0o755)
     subs = work / "subs"
     class_submissions.make_class(subs, {"correct": 1})
-    mem = max(peak_memory(subs / "student000_correct.ipynb") for _ in range(2))
+    runs = [peak_memory(subs / "student000_correct.ipynb") for _ in range(2)]
+    rss, pss = max(r for r, _ in runs), max(q for _, q in runs)
     (RESULTS / "autograder_memory.json").write_text(json.dumps({
-        "what": "peak resident memory of `python -m grader check` (grader, worker, kernel: the whole process "
-                "tree, sampled every 20 ms) grading one correct ex01_axpy submission on CPU, max of 2 runs",
-        "peak_tree_rss_mib": round(mem), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine()}, indent=1) + "\n", encoding="utf-8")
-    print(f"memory: {mem:.0f} MiB")
+        "what": "peak memory of `python -m grader check` (grader, worker, kernel: the whole process tree, "
+                "sampled every 20 ms) grading one correct ex01_axpy submission on CPU, max of 2 runs; RSS counts "
+                "shared libraries once per process, PSS shares them out (about what a container limit charges)",
+        "peak_tree_rss_mib": round(rss), "peak_tree_pss_mib": round(pss),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": machine()}, indent=1) + "\n",
+        encoding="utf-8")
+    print(f"memory: RSS {rss:.0f} MiB, PSS {pss:.0f} MiB")
     if a.memory_only:
         return 0
     kinds = class_submissions.make_class(subs, mix_for(a.n))
     samples, stop = [os.getloadavg()[0]], threading.Event()
     threading.Thread(target=load_sampler, args=(samples, stop), daemon=True).start()
     local_wall = grade(subs, work / "local", ["--workers", a.workers], a.timeout, dict(os.environ))
-    print(f"local: {local_wall:.0f} s")
+    print(f"local: {local_wall:.0f} s ({work / 'local'})", flush=True)
     cluster = slurm_cluster.Cluster(work / "slurm-cluster").start()
     try:
         slurm_wall = grade(subs, work / "slurm", ["--executor", "slurm", "--chunk", a.chunk], a.timeout, cluster.env)

@@ -23,7 +23,7 @@ import pytest
 
 import class_submissions
 import slurm_cluster
-from grader import cli
+from grader import batch, cli, executors, grade
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = "30"  # per cell: the hanging submission costs this once
@@ -62,6 +62,46 @@ def test_missing_sbatch_is_a_clear_error(tmp_path, monkeypatch, capsys):
     (tmp_path / "a.ipynb").write_text("{}", encoding="utf-8")
     assert cli.main(["grade", str(tmp_path), "--out", str(tmp_path / "out"), "--executor", "slurm", "--device", "cpu"]) == 2
     assert "`sbatch` is not on PATH" in capsys.readouterr().err
+
+
+def test_gpu_grading_on_slurm_needs_gpus_per_task(tmp_path, capsys):
+    (tmp_path / "a.ipynb").write_text("{}", encoding="utf-8")
+    args = ["grade", str(tmp_path), "--out", str(tmp_path / "out"), "--executor", "slurm", "--device", "cuda"]
+    assert cli.main(args) == 2
+    assert "--device cuda with --executor slurm needs --gpus-per-task 1" in capsys.readouterr().err
+
+
+def _boom(x):
+    if x == 2:
+        raise RuntimeError("task 2 broke")
+    return x * 10
+
+
+def test_local_executor_reports_each_task_and_its_progress():
+    seen = []
+    outcomes = sorted(executors.Local(2).run(_boom, [(1,), (2,), (3,)], seen.append), key=lambda o: o.index)
+    assert [(o.value, o.error) for o in outcomes] == [(10, ""), (None, "RuntimeError: task 2 broke"), (30, "")]
+    assert seen[-1] == {"pending": 0, "running": 0, "done": 2, "failed": 1}
+    assert max(c["running"] for c in seen) <= 2 and all(sum(c.values()) <= 3 for c in seen)
+
+
+def test_a_recorded_submission_is_not_graded_twice(tmp_path, monkeypatch):
+    """A task that finds a submission already recorded (another task of a requeued array finished it)
+    returns the record instead of grading it again."""
+    sub = tmp_path / "s.ipynb"
+    sub.write_text(class_submissions.submission("correct", "s"), encoding="utf-8")
+    out = tmp_path / "out"
+    (out / ".cache").mkdir(parents=True)
+    stem, key = batch.stem_for(sub), batch.content_key(sub, batch.grader_hash(), "cpu")
+    row = {"file": str(sub), "exercise": "ex01_axpy", "score": 9, "max_score": 9, "passed": 9, "tests": 12,
+           "status": "ok", "duration_s": 5}
+    (out / f"{stem}.json").write_text("{}", encoding="utf-8")
+    (out / ".cache" / f"{stem}.json").write_text(json.dumps({"stem": stem, "key": key, "row": row}), encoding="utf-8")
+    monkeypatch.setattr(grade, "grade", lambda *a, **k: pytest.fail("graded again"))
+    assert batch.grade_chunk([(str(sub), stem, key)], str(out), "cpu", 30) == [{"stem": stem, "key": key, "row": row}]
+    # a record made with another key (the file changed, or the grader) does not count
+    other = batch.content_key(sub, "another grader", "cpu")
+    assert batch.load_record(out, stem, other) is None
 
 
 def test_unknown_partition_is_a_clear_error(cluster, tmp_path):
