@@ -84,17 +84,18 @@ def _error_message(text: str) -> str:
     return f"调用你的函数时出错：{last}"
 
 
-def reference(ex: Exercise, pc: PlannedCase, inputs: dict):
+def reference(ex: Exercise, pc: PlannedCase, inputs: dict, device: str = "cpu"):
     """The reference outputs (float64 numpy arrays, one per output) for this case's inputs."""
     case = pc.case
     import torch
 
     values = {**{k: v.contiguous() for k, v in inputs.items()}, **case.scalars}
     fn = case.reference or ex.reference
-    with torch.no_grad():
-        ref = fn(*[values[n] for n in case.call], **{n: values[n] for n in case.kwargs})
+    if ex.reference_on_device and device == "cuda":  # a spec that calls a Triton kernel (the RNG of ex09)
+        values = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+    ref = fn(*[values[n] for n in case.call], **{n: values[n] for n in case.kwargs})
     refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    return [torch.as_tensor(r).double().reshape(o.shape).numpy() for r, o in zip(refs, case.outputs)]
+    return [torch.as_tensor(r).detach().double().cpu().reshape(o.shape).numpy() for r, o in zip(refs, case.outputs)]
 
 
 def _split(buf: np.ndarray, spec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -157,6 +158,8 @@ def judge(ex: Exercise, pc: PlannedCase, workdir: Path, replay_out: Path, device
         return _judge_tensor(ex, pc, workdir, replay_out, device, mk)
     except BadRecord as e:
         return mk("error", f"评分数据无效（{e}）：是否有代码改动或删除了评分用的文件？")
+    except Exception as e:  # a fault of the grader's own reference: this case only, said plainly
+        return mk("error", f"评分器计算参考结果时出错（不是你的错，请告诉老师）：{type(e).__name__}: {str(e)[:200]}")
 
 
 def _judge_tensor(ex, pc, workdir, replay_out, device, mk) -> TestResult:
@@ -189,7 +192,7 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk) -> TestResult:
         return mk("failed", f"函数返回时输出还没有写完（返回之后又有 {rec['late']} 个元素被改写）：结果不能在另一个"
                             "线程或另一个 CUDA stream 上延后完成，函数返回前要在当前 stream 上写好。")
     tol = lambda dt: case.tol or ex.tolerance(dt, device)  # noqa: E731
-    refs = reference(ex, pc, pc.shown)
+    refs = reference(ex, pc, pc.shown, device)
     for spec, ref in zip(case.outputs, refs):
         dt = spec.dtype_in(case)
         n = _flat_len(spec)
@@ -197,7 +200,7 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk) -> TestResult:
         if msg:
             return mk("failed", msg)
     if pc.again:
-        refs2 = reference(ex, pc, pc.again)
+        refs2 = reference(ex, pc, pc.again, device)
         for spec, ref in zip(case.outputs, refs2):
             dt = spec.dtype_in(case)
             msg = check_output(_flat(workdir / f"{pc.id}_out2_{spec.name}.npy", dt, _flat_len(spec)), ref, spec, dt,
@@ -231,7 +234,7 @@ def _judge_replay(ex, pc, replay_out: Path, device, mk, where, tol) -> TestResul
         return mk("error", f"评分器在新输入上重放你的 kernel 时出错：{str(rec['error']).strip().splitlines()[-1][:300]}")
     if rec.get("inputs_changed"):
         return mk("failed", f"{where}：kernel 改写了输入 {', '.join(map(str, rec['inputs_changed']))[:80]}：kernel 只能写输出。")
-    refs = reference(ex, pc, pc.fresh)
+    refs = reference(ex, pc, pc.fresh, device)
     for tag in ("fresh", "shuffled") if rec.get("shuffled") else ("fresh",):
         for spec, ref in zip(case.outputs, refs):
             dt = spec.dtype_in(case)

@@ -102,15 +102,15 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
             rec["error"] = _error_text(e)
             after = {}
         rec["forbidden"] = rec["forbidden"] or log.forbidden
+        if not _cuda_ok(device):  # before any other CUDA call: a broken context fails every one of them
+            rec["cuda_lost"] = True
+            _write(wd / f"{cid}.json", rec)
+            raise CudaContextLost(f"CUDA context lost in case {cid}: {rec['error'] or 'error after the call'}")
         if not tag:
             for k, b in in_bufs.items():
                 now = to_numpy(b)
                 if not ((before[k] == now) | (np.isnan(before[k]) & np.isnan(now))).all():
                     rec["inputs_changed"].append(k)
-        if not _cuda_ok(device):
-            rec["cuda_lost"] = True
-            _write(wd / f"{cid}.json", rec)
-            raise CudaContextLost(f"CUDA context lost in case {cid}: {rec['error'] or 'error after the call'}")
         if tag:
             rec["launches2"] = log.launches
         else:
@@ -146,14 +146,14 @@ def run_perf_case(fn, case: dict, wd: Path, device: str) -> dict:
     dt = getattr(torch, perf["dtype"])
     ins = {k: torch.randn(*shape, generator=g, device=device).to(dt) for k, shape in perf["shapes"].items()}
     rec: dict = {"launches": 0, "error": None, "problem": None}
-    out = torch.empty(perf["out_shape"], device=device, dtype=dt)
-    bufs = {f"in:{k}": v for k, v in ins.items()} | {"out:out": out}
+    outs = {k: torch.empty(shape, device=device, dtype=dt) for k, shape in perf["outputs"].items()}
+    bufs = {f"in:{k}": v for k, v in ins.items()} | {f"out:{k}": v for k, v in outs.items()}
     values = {**ins, **perf.get("scalars", {})}
     log = Log(bufs, threading.get_ident())
     try:
         with watched(log, []):
             fn(*[values[n] for n in perf["call"]], **{n: values[n] for n in perf.get("kwargs", [])},
-               **perf.get("tuning", {}), out=out)
+               **perf.get("tuning", {}), **outs)
         torch.cuda.synchronize()
     except Exception as e:
         rec["error"] = _error_text(e)

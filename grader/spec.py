@@ -117,6 +117,7 @@ class Exercise:
     written: bool = False
     needs: str = ""
     perf_ref: str = ""
+    reference_on_device: bool = False  # the reference calls a Triton kernel: on a GPU run, give it GPU tensors
     id: str = ""  # set by the registry from the file name
 
     def tolerance(self, dtype: str, device: str) -> tuple[float, float]:

@@ -203,7 +203,7 @@ def test_forged_launch_logs_are_refused(tmp_path, log):
     {"t": "tensor", "buf": "in:x", "byte": 0, "dtype": "object"},
     {"t": "int", "v": True},
     {"t": "unsupported", "type": "Generator"},
-    {"t": "tuple", "v": [{"t": "tuple", "v": [{"t": "tuple", "v": [{"t": "tuple", "v": [{"t": "tuple", "v": []}]}]}]}]},
+    json.loads('{"t": "tuple", "v": [' * 8 + '{"t": "none"}' + ']}' * 8),
 ])
 def test_replay_refuses_malformed_arguments(tmp_path, arg):
     import torch

@@ -107,7 +107,7 @@ def cases(device, rng):
     if device == "cuda":
         cs += [one(1025, "bfloat16"), one(100_003, "bfloat16"),
                Case("性能 n=2^24 float32", "float32", mode="perf", points=2.0,
-                    perf={"shapes": {"x": [1 << 24], "y": [1 << 24]}, "out_shape": [1 << 24], "scalars": {"a": -1.75},
+                    perf={"shapes": {"x": [1 << 24], "y": [1 << 24]}, "outputs": {"out": [1 << 24]}, "scalars": {"a": -1.75},
                           "call": ["a", "x", "y"], "nbytes": 3 * 4 * (1 << 24)})]
     return cs
 

@@ -96,7 +96,7 @@ def cases(device, rng):
     if device == "cuda":
         cs += [one(17, 1000, "bfloat16"),
                Case("性能 (4096, 4000) float32", "float32", mode="perf", points=2.0,
-                    perf={"shapes": {"x": [4096, 4000]}, "out_shape": [4096, 4000], "call": ["x"], "nbytes": 2 * 4 * 4096 * 4000})]
+                    perf={"shapes": {"x": [4096, 4000]}, "outputs": {"out": [4096, 4000]}, "call": ["x"], "nbytes": 2 * 4 * 4096 * 4000})]
     return cs
 
 

@@ -133,7 +133,7 @@ def cases(device, rng):
     if device == "cuda":
         cs += [one(100, 60, 130, "bfloat16"),
                Case("性能 4096^3 float16", "float16", mode="perf", points=2.0,
-                    perf={"shapes": {"a": [4096, 4096], "b": [4096, 4096]}, "out_shape": [4096, 4096], "call": ["a", "b"], "flops": 2 * 4096 ** 3,
+                    perf={"shapes": {"a": [4096, 4096], "b": [4096, 4096]}, "outputs": {"out": [4096, 4096]}, "call": ["a", "b"], "flops": 2 * 4096 ** 3,
                           "tuning": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}})]
     return cs
 

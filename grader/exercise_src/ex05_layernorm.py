@@ -97,7 +97,7 @@ def cases(device, rng):
     if device == "cuda":
         cs += [one(17, 1000, "bfloat16"),
                Case("性能 (8192, 4096) float16", "float16", mode="perf", points=2.0,
-                    perf={"shapes": {"x": [8192, 4096], "weight": [4096], "bias": [4096]}, "out_shape": [8192, 4096], "scalars": {"eps": 1e-5},
+                    perf={"shapes": {"x": [8192, 4096], "weight": [4096], "bias": [4096]}, "outputs": {"out": [8192, 4096]}, "scalars": {"eps": 1e-5},
                           "call": ["x", "weight", "bias", "eps"], "nbytes": 2 * 2 * 8192 * 4096})]
     return cs
 

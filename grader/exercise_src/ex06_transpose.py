@@ -83,7 +83,7 @@ def cases(device, rng):
     if device == "cuda":
         cs += [one(100, 60, "bfloat16"),
                Case("性能 (8192, 8192) float32", "float32", mode="perf", points=2.0,
-                    perf={"shapes": {"x": [8192, 8192]}, "out_shape": [8192, 8192], "call": ["x"], "nbytes": 2 * 4 * 8192 * 8192,
+                    perf={"shapes": {"x": [8192, 8192]}, "outputs": {"out": [8192, 8192]}, "call": ["x"], "nbytes": 2 * 4 * 8192 * 8192,
                           "tuning": {"BLOCK_M": 64, "BLOCK_N": 64}})]
     return cs
 

@@ -126,7 +126,7 @@ def cases(device, rng):
         cs += [one(1, 2, 100, 64, "bfloat16", True, hint=CAUSAL),
                Case("性能 B=4 H=16 S=2048 D=64 float16 causal", "float16", mode="perf", points=2.0,
                     perf={"shapes": {"q": [4, 16, 2048, 64], "k": [4, 16, 2048, 64], "v": [4, 16, 2048, 64]},
-                          "out_shape": [4, 16, 2048, 64],
+                          "outputs": {"out": [4, 16, 2048, 64]},
                           "scalars": {"causal": True}, "call": ["q", "k", "v"], "kwargs": ["causal"],
                           "flops": 2 * 2 * 4 * 16 * 2048 * 2048 * 64 // 2, "tuning": {"BLOCK_M": 64, "BLOCK_N": 64}})]
     return cs

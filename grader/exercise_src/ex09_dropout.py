@@ -113,13 +113,14 @@ def cases(device, rng):
     if device == "cuda":
         cs += [one(100_003, "bfloat16", 0.3, 11),
                Case("性能 n=2^24 float32", "float32", mode="perf", points=2.0,
-                    perf={"shapes": {"x": [1 << 24]}, "scalars": {"p": 0.5, "seed": 3}, "call": ["x", "p", "seed"],
+                    perf={"shapes": {"x": [1 << 24]}, "outputs": {"out": [1 << 24]}, "scalars": {"p": 0.5, "seed": 3}, "call": ["x", "p", "seed"],
                           "nbytes": 2 * 4 * (1 << 24)})]
     return cs
 
 
 EXERCISE = Exercise(
     title="带种子的 dropout（mask 在反向时重新生成）", func="dropout", reference=dropout_spec, cases=cases,
+    reference_on_device=True,
     tolerances={"float32": (1e-6, 1e-6), "float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2)},
     forbid=("torch.nn.functional.dropout", "torch.dropout", "torch.rand", "torch.rand_like", "torch.bernoulli",
             "torch.where", "torch.Tensor.__mul__", "torch.Tensor.__truediv__", "torch.mul", "torch.div"))

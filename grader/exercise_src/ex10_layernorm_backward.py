@@ -139,7 +139,8 @@ def cases(device, rng):
     if device == "cuda":
         cs += [one(300, 1000, "bfloat16", ROWS),
                Case("性能 (8192, 4096) float16", "float16", mode="perf", points=2.0,
-                    perf={"shapes": {"x": [8192, 4096], "weight": [4096], "dy": [8192, 4096]}, "scalars": {"eps": 1e-5},
+                    perf={"shapes": {"x": [8192, 4096], "weight": [4096], "dy": [8192, 4096]},
+                          "outputs": {"dx": [8192, 4096], "dw": [4096], "db": [4096]}, "scalars": {"eps": 1e-5},
                           "call": ["x", "weight", "dy", "eps"], "nbytes": 3 * 2 * 8192 * 4096})]
     return cs
 

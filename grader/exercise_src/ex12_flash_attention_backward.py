@@ -209,7 +209,8 @@ def cases(device, rng):
     if device == "cuda":
         cs += [one(1, 2, 100, 32, "bfloat16", True, CAUSAL),
                Case("性能 B=4 H=16 S=1024 D=64 float16 causal", "float16", mode="perf", points=2.0,
-                    perf={"shapes": {k: [4, 16, 1024, 64] for k in ("q", "k", "v", "do")}, "scalars": {"causal": True},
+                    perf={"shapes": {k: [4, 16, 1024, 64] for k in ("q", "k", "v", "do")},
+                          "outputs": {k: [4, 16, 1024, 64] for k in ("dq", "dk", "dv")}, "scalars": {"causal": True},
                           "call": ["q", "k", "v", "do"], "kwargs": ["causal"],
                           "flops": 10 * 4 * 16 * 1024 * 1024 * 64 // 2, "tuning": {"BLOCK_M": 64, "BLOCK_N": 64}})]
     return cs
