@@ -78,9 +78,9 @@ def _clean(d: dict) -> dict:
     return {k: v for k, v in d.items() if v is not None}
 
 
-def _key(values) -> str:
-    """The lookup key panel.js builds: JSON of each dependency's value, joined by '|'."""
-    return "|".join(json.dumps(v) for v in values)
+def _key(indices) -> str:
+    """The lookup key panel.js builds: the index of each dependency's chosen option, joined by '|'."""
+    return "|".join(str(i) for i in indices)
 
 
 class Panel:
@@ -94,8 +94,8 @@ class Panel:
             v = value.get(name, options[0])
             if v not in options:
                 raise ValueError(f"{name}={v!r} is not one of {options}")
-            self.controls[name] = {"name": name, "label": labels.get(name, name), "options": options, "value": v,
-                                   "shown": [str(o) for o in options]}
+            self.controls[name] = {"name": name, "label": labels.get(name, name), "index": options.index(v),
+                                   "shown": [str(o).replace("\n", " ") for o in options], "options": options}
         self.views: list[dict] = []
 
     def _table(self, fn, deps, convert) -> dict:
@@ -103,8 +103,9 @@ class Panel:
         if unknown:
             raise KeyError(f"no control named {unknown}")
         frames = {}
-        for combo in itertools.product(*(self.controls[d]["options"] for d in deps)):
-            frames[_key(combo)] = convert(fn(**dict(zip(deps, combo))))
+        options = [self.controls[d]["options"] for d in deps]
+        for idx in itertools.product(*(range(len(o)) for o in options)):
+            frames[_key(idx)] = convert(fn(**{d: o[i] for d, o, i in zip(deps, options, idx)}))
         return {"deps": list(deps), "frames": frames}
 
     def picture(self, fn, *deps: str, overlay: tuple = ()):
@@ -124,7 +125,13 @@ class Panel:
         return f"webviz.Panel({', '.join(self.controls) or 'no controls'}; {len(self.views)} views)"
 
     def spec(self) -> dict:
-        return {"controls": list(self.controls.values()), "views": self.views}
+        """What panel.js gets: each control's shown labels and start index, each view's frames by index key."""
+        used = {d for v in self.views for table in v.get("layers", [v]) for d in table["deps"]}
+        idle = [name for name in self.controls if name not in used]
+        if idle:
+            raise ValueError(f"sliders {idle} change no picture or text of this panel: drop them or draw them")
+        controls = [{k: c[k] for k in ("name", "label", "index", "shown")} for c in self.controls.values()]
+        return {"controls": controls, "views": self.views}
 
     def _repr_html_(self) -> str:
         return page_fragment(self.spec())
@@ -138,7 +145,7 @@ class Panel:
 def page_fragment(spec: dict) -> str:
     """The HTML of one panel: a fallback line, the data as JSON and the drawing code, all inline."""
     pid = f"tcp-{uuid.uuid4().hex[:12]}"
-    data = json.dumps(spec, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    data = json.dumps(spec, ensure_ascii=False, allow_nan=False, separators=(",", ":")).replace("</", "<\\/")
     return (f'<div class="tcourse-panel" id="{pid}">'
             f'<div class="tcp-fallback">{html.escape("交互图需要 JavaScript：在 JupyterLab 里运行本单元，或打开课程网页。")}</div>'
             f'<script type="application/json" class="tcp-data">{data}</script>'

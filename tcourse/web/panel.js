@@ -60,8 +60,8 @@
     }
   }
 
-  function keyOf(deps, values) {
-    return deps.map(function (d) { return JSON.stringify(values[d]); }).join("|");
+  function keyOf(deps, chosen) {  // frames are stored under the chosen option indices, e.g. "2|0"
+    return deps.map(function (d) { return chosen[d]; }).join("|");
   }
 
   function render(view, box, values, hatch) {
@@ -100,7 +100,7 @@
       spec.views.forEach(function (v, i) { render(v, boxes[i], values, hatch); });
     }
     spec.controls.forEach(function (c) {
-      values[c.name] = c.value;
+      values[c.name] = c.index;
       const row = document.createElement("label");
       row.style.cssText = "display:flex;align-items:center;gap:10px;margin:2px 0;font:13px sans-serif";
       const name = document.createElement("span");
@@ -109,16 +109,16 @@
       const input = document.createElement("input");
       input.type = "range";
       input.min = 0;
-      input.max = c.options.length - 1;
+      input.max = c.shown.length - 1;
       input.step = 1;
-      input.value = c.options.map(JSON.stringify).indexOf(JSON.stringify(c.value));
+      input.value = c.index;
       input.name = c.name;
       input.style.cssText = "width:min(22em,60vw)";
       const shown = document.createElement("output");
-      shown.textContent = c.shown[input.value];
+      shown.textContent = c.shown[c.index];
       shown.style.cssText = "min-width:4em;font-weight:bold";
       input.addEventListener("input", function () {
-        values[c.name] = c.options[+input.value];
+        values[c.name] = +input.value;
         shown.textContent = c.shown[+input.value];
         redraw();
       });
