@@ -39,8 +39,10 @@ case "${1:-}" in
     # The course's JupyterLab settings (no news pop-up, no update check), namespaced in overrides.d.
     install -D -m 644 jupyter/overrides.json "$VENV/share/jupyter/lab/settings/overrides.d/triton-course.json"
     export PATH="$PWD/$VENV/bin:$PATH" VIRTUAL_ENV="$PWD/$VENV"  # JupyterLab's terminals use the course's python
-    # Rooted at the repository (chapters link ../diagrams, ../exercises), opening chapter 0.
+    # Rooted at the repository (chapters link ../diagrams, ../exercises), opening chapter 0; notebooks
+    # open unmodified (tcourse/labserver.py).
     exec "$VENV/bin/jupyter" lab "${root[@]}" --ServerApp.root_dir="$PWD" \
+      --ServerApp.contents_manager_class=tcourse.labserver.CourseContentsManager \
       --LabApp.default_url=/lab/tree/notebooks/00_roadmap_and_setup.ipynb "${@:2}" ;;
   test)
     setup requirements-dev.txt

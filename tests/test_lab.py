@@ -95,3 +95,31 @@ def test_the_news_pop_up_is_off(lab):
     # overrides.d replaces the schema's defaults (a learner's own settings still win)
     assert schema["properties"]["fetchNews"]["default"] == "false"
     assert schema["properties"]["checkForUpdates"]["default"] is False
+
+
+def test_a_notebook_opens_with_the_kernels_language_info(lab):
+    """JupyterLab marks a notebook modified when the kernel's language_info differs from the stored one."""
+    from tcourse.labserver import kernel_language_info
+
+    base, token = lab
+    model = json.loads(get(f"{base}/api/contents/notebooks/02_vector_add_axpy.ipynb?token={token}")[2])
+    assert model["content"]["metadata"]["language_info"] == kernel_language_info()
+    assert kernel_language_info()["version"] == sys.version.split()[0]  # the kernel is this Python
+
+
+def test_saving_writes_the_normalized_language_info(tmp_path):
+    import asyncio
+
+    import nbformat
+
+    from tcourse import nbtools
+    from tcourse.labserver import CourseContentsManager, kernel_language_info
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# x", id="x-00")])
+    nb.metadata["language_info"] = kernel_language_info()
+    cm = CourseContentsManager(root_dir=str(tmp_path))
+    asyncio.run(cm.save({"type": "notebook", "format": "json", "content": nb}, "x.ipynb"))
+    saved = json.loads((tmp_path / "x.ipynb").read_text())
+    assert saved["metadata"]["language_info"] == nbtools.LANGUAGE_INFO
+    opened = asyncio.run(cm.get("x.ipynb"))
+    assert opened["content"]["metadata"]["language_info"] == kernel_language_info()
