@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tcourse import tiles, viz, webviz
+from tcourse import quiz, tiles, viz, webviz
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -71,10 +71,10 @@ def chapter_panels() -> list:
     return [cover, sweep, walk, wave, attn, bars]
 
 
-def run_page(tmp_path, panels) -> dict:
+def run_page(tmp_path, panels, quizzes=()) -> dict:
     page = tmp_path / "panels.html"
     page.write_text("<!doctype html><meta charset='utf-8'><body>" + ERRORS
-                    + "".join(p._repr_html_() for p in panels) + DRIVER, encoding="utf-8")
+                    + "".join(p._repr_html_() for p in [*panels, *quizzes]) + DRIVER, encoding="utf-8")
     dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000",
                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=90).stdout
@@ -86,13 +86,16 @@ def run_page(tmp_path, panels) -> dict:
 @pytest.mark.skipif(not CHROMIUM, reason="no Chromium here (Debian: apt-get install chromium)")
 def test_every_slider_redraws_its_panel_in_chromium(tmp_path):
     panels = chapter_panels()
-    result = run_page(tmp_path, panels)
+    qs = quiz.Quiz(quiz.load("ch07", "programs"))
+    result = run_page(tmp_path, panels, [qs])
     assert result["errors"] == []
     assert len(result["panels"]) == len(panels)
     for spec, got in zip(panels, result["panels"]):
         assert got["mounted"] and got["svgs"] >= 1, spec
         assert [m["name"] for m in got["moves"]] == list(spec.controls)
         assert all(m["changed"] for m in got["moves"]), (spec, got["moves"])
+    # a quiz shows nothing until a choice is checked; then the feedback for that choice (option A)
+    assert result["quizzes"] == [{"before": "", "after": quiz.grade(q, 0)[1]} for q in qs.questions]
 
 
 @pytest.mark.skipif(not CHROMIUM, reason="no Chromium here (Debian: apt-get install chromium)")
