@@ -35,6 +35,12 @@ window.addEventListener("load", function () {
     });
     out.panels.push(entry);
   });
+  out.quizzes = Array.from(document.querySelectorAll(".tcourse-quiz .tcq-question")).map(function (q) {
+    const fb = q.querySelector(".tcq-feedback"), before = fb.textContent;
+    q.querySelector("input[type=radio]").checked = true;
+    q.querySelector("button").click();
+    return {before: before, after: fb.textContent};
+  });
   document.getElementById("result").textContent = JSON.stringify(out);
 });
 </script>
