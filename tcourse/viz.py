@@ -5,7 +5,9 @@ kernel: in JupyterLab, VS Code, Colab and on the course's web pages alike.
 """
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
 
 import numpy as np
 
@@ -137,6 +139,44 @@ def bars_scene(labels: list[str], ours: list, ref: list, *, chosen: int | None =
     c.legend(ours_label, "#4c72b0")
     c.legend(ref_label, "#000")
     return s
+
+
+# Fonts with Simplified Chinese glyphs, most common first (Linux, Windows, macOS).
+# (A .ttc collection shows matplotlib its first face: Debian's fonts-noto-cjk reads as "Noto Sans CJK JP",
+# which has the common Han characters too.)
+CJK_FAMILIES = ("Noto Sans CJK SC", "Noto Sans SC", "Source Han Sans SC", "Noto Sans CJK JP", "WenQuanYi Micro Hei",
+                "WenQuanYi Zen Hei", "Microsoft YaHei", "SimHei", "PingFang SC", "Hiragino Sans GB", "Heiti SC",
+                "Arial Unicode MS")
+_CJK_FILES = re.compile(r"cjk|wqy|wenquanyi|notosanssc|sourcehansans|msyh|simhei|pingfang|hiragino|stheiti", re.I)
+
+
+@functools.cache
+def cjk_font() -> str | None:
+    """Make matplotlib draw Chinese with the first installed CJK font; None when there is none."""
+    from matplotlib import font_manager, rcParams
+
+    def installed():
+        have = {f.name for f in font_manager.fontManager.ttflist}
+        return next((f for f in CJK_FAMILIES if f in have), None)
+
+    family = installed()
+    if family is None:  # matplotlib's font cache predates the font: add the system's CJK files
+        for path in font_manager.findSystemFonts():
+            if _CJK_FILES.search(Path(path).name):
+                font_manager.fontManager.addfont(path)
+        family = installed()
+    if family:
+        rcParams["font.sans-serif"] = [family, *rcParams["font.sans-serif"]]
+        rcParams["axes.unicode_minus"] = False  # CJK fonts often lack U+2212
+    return family
+
+
+def label(zh: str, en: str) -> str:
+    """A matplotlib label in Chinese where a CJK font is installed, else in English (never tofu boxes).
+
+    Browser pictures (``webviz``) need no such care: the browser finds a font for every character.
+    """
+    return zh if cjk_font() else en
 
 
 _LOC = re.compile(r"\s*loc\((?:[^()]|\([^()]*\))*\)")

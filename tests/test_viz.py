@@ -1,4 +1,6 @@
 """tcourse.viz: IR excerpts and the sweep/row pictures the chapters draw."""
+import pytest
+
 from tcourse import viz
 
 TTIR = """#loc = loc("k.py":1:0)
@@ -85,3 +87,20 @@ def test_bars_scene_outlines_the_chosen_bar_and_marks_missing_ones():
     bars = [i for i in s.items if i["t"] == "r" and i.get("fill") == "#4c72b0" and i["w"] > 20]
     assert len(bars) == 2 and bars[1].get("stroke") == "#d62728" and "stroke" not in bars[0]
     assert "--" in texts(s)
+
+
+def test_label_falls_back_to_english_without_a_cjk_font(monkeypatch):
+    monkeypatch.setattr(viz, "cjk_font", lambda: None)
+    assert viz.label("累加器", "accumulator") == "accumulator"
+    monkeypatch.setattr(viz, "cjk_font", lambda: "Noto Sans CJK SC")
+    assert viz.label("累加器", "accumulator") == "累加器"
+
+
+def test_cjk_font_is_one_matplotlib_knows():
+    from matplotlib import font_manager, rcParams
+
+    family = viz.cjk_font()
+    if family is None:
+        pytest.skip("no CJK font installed here (Debian: fonts-noto-cjk)")
+    assert family in {f.name for f in font_manager.fontManager.ttflist}
+    assert rcParams["font.sans-serif"][0] == family
