@@ -124,18 +124,18 @@ def bars_scene(labels: list[str], ours: list, ref: list, *, chosen: int | None =
     it, and the ``chosen`` bar outlined in red (the slider's pick)."""
     s = Scene(width, height)
     top = max([v for v in ours + ref if v is not None] + [1])
-    c = Chart(s, labels, top, title=title, ylabel=ylabel, bottom=58)
+    lines = max(str(x).count("\n") + 1 for x in labels)
+    c = Chart(s, labels, top, title=title, ylabel=ylabel, bottom=24 + 13 * lines)
     half = (c.x(1) - c.x(0)) * 0.32 if len(labels) > 1 else 20
     for i, (o, r) in enumerate(zip(ours, ref)):
         if o is None:
-            s.text(c.x(i), c.y0 - 10, "--", size=11, anchor="middle", color="#888")
+            s.text(c.x(i), c.y0 - 10, "--", size=12, anchor="middle", color="#d62728" if i == chosen else "#888",
+                   bold=i == chosen)
             continue
         s.rect(c.x(i) - half, c.y(o), 2 * half, c.y0 - c.y(o), fill="#4c72b0",
                stroke="#d62728" if i == chosen else None, sw=3 if i == chosen else None)
         if r is not None:
             s.line([(c.x(i) - half - 3, c.y(r)), (c.x(i) + half + 3, c.y(r))], color="#000", w=2.5)
-    if chosen is not None:
-        s.text(c.x(chosen), c.y0 + 28, "▲", size=12, anchor="middle", color="#d62728")
     c.legend(ours_label, "#4c72b0")
     c.legend(ref_label, "#000")
     return s

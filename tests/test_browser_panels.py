@@ -70,7 +70,7 @@ def chapter_panels() -> list:
                  "GROUP_M", "tile")
     attn = webviz.Panel(BLOCK_M=[16, 64], causal=[False, True])
     attn.picture(lambda BLOCK_M, causal: tiles.attention_scene(1000, BLOCK_M, 64, causal), "BLOCK_M", "causal")
-    labels = ["64×64\nw4 s3", "128×128\nw8 s3"]
+    labels = ["64×64\nK32\nw4 s3", "128×128\nK64\nw8 s3"]
     bars = webviz.Panel(config=labels)
     bars.picture(lambda config: viz.bars_scene(labels, [300.0, None], [500.0, 520.0], chosen=labels.index(config),
                                                ours_label="triton", ref_label="cuBLAS", ylabel="TFLOP/s"), "config")

@@ -4,7 +4,6 @@
 (function () {
   "use strict";
   const NS = "http://www.w3.org/2000/svg";
-  let serial = 0;
 
   function svgEl(tag, attrs, parent) {
     const e = document.createElementNS(NS, tag);
@@ -83,7 +82,9 @@
 
   function mount(root, spec) {
     const values = {};
-    const hatch = "tcp-hatch-" + (++serial);
+    // unique in the whole page: JupyterLab runs this file once per output, and a pattern id that is
+    // also defined in a hidden output (another tab) would resolve there and not be drawn
+    const hatch = root.id + "-hatch";
     const controls = document.createElement("div");
     controls.className = "tcp-controls";
     const stage = document.createElement("div");
