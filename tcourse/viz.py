@@ -137,7 +137,8 @@ def bars_scene(labels: list[str], ours: list, ref: list, *, chosen: int | None =
         if r is not None:
             s.line([(c.x(i) - half - 3, c.y(r)), (c.x(i) + half + 3, c.y(r))], color="#000", w=2.5)
     c.legend(ours_label, "#4c72b0")
-    c.legend(ref_label, "#000")
+    if any(r is not None for r in ref):
+        c.legend(ref_label, "#000")
     return s
 
 
