@@ -128,8 +128,11 @@ def tile_walk_scene(M: int, N: int, K: int, block_m: int, block_n: int, block_k:
             s.rect(x + c * scale, y0 + r * scale, ww * scale, h * scale, fill="#ff7f0e", op=0.3)
         r, c, h, ww = tile
         s.rect(x + c * scale, y0 + r * scale, ww * scale, h * scale, fill="#d62728", op=0.65, stroke="#d62728")
-        if r + h > rows or c + ww > cols:  # the part of the tile outside the matrix: lanes the mask turns off
-            s.rect(x + c * scale, y0 + r * scale, ww * scale, h * scale, hatch=True)
+        # the parts of the tile outside the matrix: lanes the mask turns off
+        if c + ww > cols:
+            s.rect(x + cols * scale, y0 + r * scale, (c + ww - cols) * scale, h * scale, hatch=True)
+        if r + h > rows:
+            s.rect(x + c * scale, y0 + rows * scale, (min(c + ww, cols) - c) * scale, (r + h - rows) * scale, hatch=True)
         x += w + 40
     s.text(10, height + 66, "橙色：这个 program 的整个 K 循环要走过的 A 行带 / B 列带；红色：这一步的 tile；"
                             "斜线：落在矩阵外、被 mask 关掉", size=11)

@@ -60,7 +60,9 @@ def test_scenes_draw_what_the_data_says():
     red = [i for i in s.items if i["t"] == "r" and i.get("fill") == "#d62728"]
     assert len(red) == len(wave.a_rows)
     walk = tiles.tile_walk_scene(67, 45, 93, 32, 32, 32, pid_m=2, pid_n=1, k_iter=2)
-    assert len([i for i in walk.items if i.get("hatch")]) == 3   # A, B and C tiles all stick out of 67x45x93
+    hatched = [i for i in walk.items if i.get("hatch")]
+    assert len(hatched) == 6   # each of A, B, C sticks out of 67x45x93 to the right and at the bottom
+    assert all(i["w"] > 0 and i["h"] > 0 for i in hatched)
     inner = tiles.tile_walk_scene(67, 45, 93, 32, 32, 32, pid_m=0, pid_n=0, k_iter=0)
     assert not [i for i in inner.items if i.get("hatch")]
     attn = tiles.attention_scene(100, 32, 32, True)
