@@ -5,8 +5,8 @@
 #           (cd .gpu && apt-get download bubblewrap libcap2 libselinux1 libpcre2-8-0)
 #   there:  bash scripts/gpu_session.sh STEP... [--out DIR]
 #
-# Steps: grader (GPU grader tests + every solution graded on cuda, in a bubblewrap sandbox with the
-# NVIDIA device files bound in), chapters (scripts/record_gpu.py: every chapter re-recorded in place),
+# Steps (each recording step stops itself in time for the tarball): grader (GPU grader tests + every solution graded on cuda, in a bubblewrap sandbox with the
+# NVIDIA device files bound in), chapters (scripts/record_gpu.py: every chapter re-recorded in place; chapters-a: 00-04, chapters-b: 05-07, chapters-c: 08-10),
 # frontier (scripts/record_frontier_gpu.py, chapters 8-10), extras (
 # Nsight Compute and Proton excerpts, scripts/record_extras_gpu.py). Logs go to results/h200/logs; with --out DIR, a tarball of every
 # file the session changed or added under notebooks/ and results/ (logs included) is written to DIR.
@@ -51,7 +51,10 @@ for step in "${steps[@]}"; do
       run grade_solutions python3 -m grader grade solutions/ --out results/h200/grader_solutions --device cuda --workers 4
       wait
       rm -rf results/h200/grader_solutions/.cache ;;
-    chapters) run record_chapters python3 scripts/record_gpu.py ;;
+    chapters) run record_chapters timeout 520 python3 scripts/record_gpu.py ;;
+    chapters-a) run record_chapters_a timeout 480 python3 scripts/record_gpu.py notebooks/0[0-4]_*.ipynb ;;
+    chapters-b) run record_chapters_b timeout 400 python3 scripts/record_gpu.py notebooks/0[5-7]_*.ipynb ;;
+    chapters-c) run record_chapters_c timeout 480 python3 scripts/record_gpu.py notebooks/0[89]_*.ipynb notebooks/1[0-9]_*.ipynb ;;
     frontier) [[ -f scripts/record_frontier_gpu.py ]] && run record_frontier python3 scripts/record_frontier_gpu.py ;;
     extras) [[ -f scripts/record_extras_gpu.py ]] && run record_extras python3 scripts/record_extras_gpu.py ;;
     *) echo "unknown step $step" ;;
