@@ -15,7 +15,8 @@ Isolation, chosen once per run (:func:`choose`; ``TCOURSE_GRADER_SANDBOX=auto|bw
 
 - ``bwrap``: bubblewrap's new user, PID, network, IPC and UTS namespaces, a read-only system, only
   the run's folders visible, killed with its parent; GPU device files are bound in on a GPU run;
-- ``uid``: where bubblewrap is missing but the grader runs as root: a throwaway unprivileged user per
+- ``uid``: where bubblewrap is missing but the grader runs as root (and its Python is readable by other
+  users: :func:`uid_blocker` says what stops it otherwise): a throwaway unprivileged user per
   run (:mod:`grader.dropuid`: own network namespace, new session, parent-death signal), the run's
   folders owned by that user with mode 0700, and every process of that user killed afterwards;
 - ``none``: only rlimits, a new session, the subreaper and the run's own folders. ``grade`` refuses
@@ -75,7 +76,7 @@ class Isolation:
             text = (f"uid {self.uid} (throwaway unprivileged user, own network namespace, new session, parent-death "
                     "signal, run folders mode 0700, every process of that user killed afterwards)")
         else:
-            text = ("none: bubblewrap unavailable and not root; network, PID namespace and file-system isolation are OFF "
+            text = ("none: neither bubblewrap nor a throwaway user; network, PID namespace and file-system isolation are OFF "
                     "(rlimits, new session, subreaper, own folders, replay on fresh inputs still apply)")
         return text + ("; " + "; ".join(self.notes) if self.notes else "")
 
@@ -92,16 +93,45 @@ def _fresh_uid() -> int:
             return uid
 
 
+def _others_can_enter(path: str) -> str | None:
+    """None when a user other than the owner can reach ``path`` (every ancestor searchable by others,
+    the path itself readable); else the first folder or file that blocks it."""
+    p = os.path.realpath(path)
+    parts = [p] + [str(a) for a in Path(p).parents]
+    for q in parts:
+        try:
+            mode = os.stat(q).st_mode
+        except OSError:
+            return q
+        need = stat.S_IXOTH if stat.S_ISDIR(mode) else stat.S_IROTH
+        if not mode & need:
+            return q
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def uid_blocker() -> str | None:
+    """Why a throwaway user could not run this Python (None when it can): it must be root, and the
+    interpreter, the standard library and site-packages must be readable by other users."""
+    if os.geteuid() != 0:
+        return "the grader does not run as root"
+    for d in [sys.executable, *_python_dirs()]:
+        blocked = _others_can_enter(d)
+        if blocked:
+            return f"{blocked} is not readable by other users (the Python the grader runs lives below it)"
+    return None
+
+
 def choose() -> Isolation:
     want = os.environ.get("TCOURSE_GRADER_SANDBOX", "auto").lower()
     if want in ("off", "none"):
         return Isolation("none", notes=["TCOURSE_GRADER_SANDBOX=off"])
     if want in ("auto", "bwrap") and bwrap():
         return Isolation("bwrap")
-    if want in ("auto", "uid") and os.geteuid() == 0:
+    if want in ("auto", "uid") and uid_blocker() is None:
         return Isolation("uid", _fresh_uid(), ["bubblewrap unavailable"] if want == "auto" else [])
-    return Isolation("none", notes=[f"TCOURSE_GRADER_SANDBOX={want} asked for, but it is not available here"]
-                     if want != "auto" else [])
+    notes = [f"TCOURSE_GRADER_SANDBOX={want} asked for, but it is not available here"] if want != "auto" else []
+    return Isolation("none", notes=notes + [f"no throwaway user: {uid_blocker()}"])
 
 
 def _python_dirs() -> list[str]:
