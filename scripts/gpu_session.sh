@@ -7,7 +7,8 @@
 #
 # Steps (each recording step stops itself in time for the tarball): grader (GPU grader tests + every solution graded on cuda, in a bubblewrap sandbox with the
 # NVIDIA device files bound in), chapters (scripts/record_gpu.py: every chapter re-recorded in place; chapters-a: 00-04, chapters-b: 05-07, chapters-c: 08-10),
-# frontier (scripts/record_frontier_gpu.py, chapters 8-10), extras (
+# frontier (scripts/record_frontier_gpu.py, chapters 8-10), isolation (the grader without bubblewrap:
+# throwaway users), extras (
 # Nsight Compute and Proton excerpts, scripts/record_extras_gpu.py). Logs go to results/h200/logs; with --out DIR, a tarball of every
 # file the session changed or added under notebooks/ and results/ (logs included) is written to DIR.
 set -uo pipefail
@@ -51,6 +52,10 @@ for step in "${steps[@]}"; do
       run grade_solutions python3 -m grader grade solutions/ --out results/h200/grader_solutions --device cuda --workers 4
       wait
       rm -rf results/h200/grader_solutions/.cache ;;
+    isolation)  # the throwaway-user isolation (no bubblewrap), on a machine whose Python other users can run
+      run isolation_uid env TCOURSE_GRADER_SANDBOX=uid python3 -m pytest -q -p no:cacheprovider tests/test_grader_rigor.py -k uid
+      run isolation_uid_cuda env TCOURSE_GRADER_SANDBOX=uid python3 -m grader check solutions/ex01_axpy.ipynb --device cuda \
+        --json results/h200/grader_uid_ex01_axpy.json ;;
     chapters) run record_chapters timeout 520 python3 scripts/record_gpu.py ;;
     chapters-a) run record_chapters_a timeout 480 python3 scripts/record_gpu.py notebooks/0[0-4]_*.ipynb ;;
     chapters-b) run record_chapters_b timeout 400 python3 scripts/record_gpu.py notebooks/0[5-7]_*.ipynb ;;
