@@ -84,6 +84,8 @@ def test_hidden_tests_are_hidden_from_students_until_the_date():
     assert secret in json.dumps(formats.gradescope(e, after), ensure_ascii=False)
     # the instructor's formats show everything, whatever the date
     assert all(n in formats.junit([e]) for n in names) and secret in formats.junit([e])
+    zulu = formats.Entry("s", "/subs/s.ipynb", {**r, "hidden_until": "2026-12-15T00:00:00Z"}, "incomplete")
+    assert formats.is_hidden(zulu.result, r["tests"][4], NOW) and not formats.is_hidden(zulu.result, r["tests"][4], after)
     forever = formats.Entry("s", "/subs/s.ipynb", {**r, "hidden_until": None}, "incomplete")
     assert secret not in json.dumps(formats.prairielearn(forever, after), ensure_ascii=False)
 
