@@ -17,9 +17,10 @@ PY
 }
 
 setup() {  # $1: extra requirement files
-  local stamp="$VENV/.tcourse-stamp" want
+  local stamp="$VENV/.tcourse-stamp" want base
   want=$(cat requirements.txt requirements-lock.txt "$@" | sha256sum | cut -c1-16)
-  if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then return; fi
+  base=$(cat requirements.txt requirements-lock.txt | sha256sum | cut -c1-16)
+  if [[ -f $stamp ]] && grep -qx "$want" "$stamp"; then return; fi
   "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { echo "Python >= 3.10 needed (found $("$PY" -V))"; exit 1; }
   [[ -x $VENV/bin/python ]] || "$PY" -m venv "$VENV"
   local reqs=(-r requirements.txt) f
@@ -28,14 +29,21 @@ setup() {  # $1: extra requirement files
   # triton is not pinned there: torch's Linux CUDA wheels pin their own triton (inside our range).
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${reqs[@]}" -c requirements-lock.txt
   link_repo "$VENV/bin/python"
-  echo "$want" > "$stamp"
+  printf '%s\n' "$want" "$base" > "$stamp"  # extras installed on top: the plain `lab` set is there too
 }
 
 case "${1:-}" in
   lab)
     setup
     root=(); [[ $(id -u) == 0 ]] && root=(--allow-root)  # containers and cloud GPU boxes often run as root
-    exec "$VENV/bin/jupyter" lab "${root[@]}" notebooks/00_roadmap_and_setup.ipynb "${@:2}" ;;
+    # The course's JupyterLab settings (no news pop-up, no update check), namespaced in overrides.d.
+    install -D -m 644 jupyter/overrides.json "$VENV/share/jupyter/lab/settings/overrides.d/triton-course.json"
+    export PATH="$PWD/$VENV/bin:$PATH" VIRTUAL_ENV="$PWD/$VENV"  # JupyterLab's terminals use the course's python
+    # Rooted at the repository (chapters link ../diagrams, ../exercises), opening chapter 0; notebooks
+    # open unmodified (tcourse/labserver.py).
+    exec "$VENV/bin/jupyter" lab "${root[@]}" --ServerApp.root_dir="$PWD" \
+      --ServerApp.contents_manager_class=tcourse.labserver.CourseContentsManager \
+      --LabApp.default_url=/lab/tree/notebooks/00_roadmap_and_setup.ipynb "${@:2}" ;;
   test)
     setup requirements-dev.txt
     exec "$VENV/bin/python" -m pytest -n 2 "${@:2}" ;;

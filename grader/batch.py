@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import executors, formats, grade, rebuild, registry, report
+from . import executors, formats, grade, rebuild, registry, report, safeio
 
 GRADER_DIR = Path(__file__).resolve().parent
 FIELDS = ["file", "exercise", "score", "max_score", "passed", "tests", "status", "duration_s"]
@@ -52,12 +52,19 @@ def stem_for(path: Path) -> str:
     return f"{path.stem}-{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]}"
 
 
-def content_key(path: Path, ghash: str, device: str) -> str:
-    """The cache key; "" when the file cannot be read (then it is never cached)."""
+def content_key(path: Path, ghash: str, device: str, exercise: str | None = None) -> str:
+    """The cache key; "" when the file cannot be read as a plain, bounded file (then it is never cached)."""
     try:
-        return hashlib.sha256(path.read_bytes() + ghash.encode() + device.encode()).hexdigest()
-    except OSError:
+        raw = safeio.read_bytes(path, rebuild.MAX_NOTEBOOK_BYTES)
+    except safeio.Untrusted:
         return ""
+    return hashlib.sha256(raw + ghash.encode() + device.encode() + str(exercise).encode()).hexdigest()
+
+
+def _status(r: grade.Result, exercise: str | None) -> str:
+    if exercise and r.declared not in (None, exercise):
+        return f"exercise mismatch: the notebook says {str(r.declared)[:40]}"
+    return "ok" if r.all_passed else "incomplete"
 
 
 def _record_path(out: Path, stem: str) -> Path:
@@ -84,15 +91,16 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def grade_one(path: Path, out: Path, stem: str, key: str, device: str, cell_timeout: float) -> dict:
+def grade_one(path: Path, out: Path, stem: str, key: str, device: str, cell_timeout: float,
+              exercise: str | None = None) -> dict:
     """Grade one file into ``out``; returns its record {"stem", "key", "row"} (key "" = not cached)."""
     try:
-        r = grade.grade(path, device, cell_timeout)
+        r = grade.grade(path, device, cell_timeout, exercise=exercise)
         report.write_json(r, out / f"{stem}.json")
         (out / f"{stem}.feedback.txt").write_text(report.feedback(r) + "\n", encoding="utf-8")
         row = {"file": str(path), "exercise": r.exercise, "score": r.score, "max_score": r.max_score,
                "passed": sum(t.status == "passed" for t in r.tests), "tests": len(r.tests),
-               "status": "ok" if r.all_passed else "incomplete", "duration_s": round(r.duration_s, 1)}
+               "status": _status(r, exercise), "duration_s": round(r.duration_s, 1)}
     except rebuild.Unusable as e:
         (out / f"{stem}.feedback.txt").write_text(f"无法评分：{e}\n", encoding="utf-8")
         row = _empty_row(path, f"unusable: {e}")
@@ -109,13 +117,14 @@ def _empty_row(path: Path, status: str) -> dict:
             "status": status, "duration_s": 0}
 
 
-def grade_chunk(items: list[tuple[str, str, str]], out: str, device: str, cell_timeout: float) -> list[dict]:
+def grade_chunk(items: list[tuple[str, str, str]], out: str, device: str, cell_timeout: float,
+                exercise: str | None = None) -> list[dict]:
     """One executor task (a Slurm array task runs it on a node): grade each (path, stem, key) that has
     no record yet (another task may have finished it), return the records."""
     outp = Path(out)
     if device == "cuda":
         grade.resolve_device("cuda")  # a node without a usable GPU fails the task, with the reason
-    return [load_record(outp, stem, key) or grade_one(Path(path), outp, stem, key, device, cell_timeout)
+    return [load_record(outp, stem, key) or grade_one(Path(path), outp, stem, key, device, cell_timeout, exercise)
             for path, stem, key in items]
 
 
@@ -142,14 +151,14 @@ class Progress:
 
 
 def grade_many(paths: list[str], out: Path, device: str, cell_timeout: float, executor=None,
-               force: bool = False, chunk: int = 1, format_names: list[str] = ()) -> int:
+               force: bool = False, chunk: int = 1, format_names: list[str] = (), exercise: str | None = None) -> int:
     """Returns 0 when every file has a gradebook row, 1 when some could not be graded (re-run to finish)."""
     executor = executor or executors.Local()
     executor.check()
     out.mkdir(parents=True, exist_ok=True)
     (out / ".cache").mkdir(exist_ok=True)
     ghash = grader_hash()
-    plan = [(p, stem_for(p), content_key(p, ghash, device)) for p in collect(paths)]
+    plan = [(p, stem_for(p), content_key(p, ghash, device, exercise)) for p in collect(paths)]
     rows: dict[str, dict] = {}
     todo = []
     for p, stem, key in plan:
@@ -163,7 +172,7 @@ def grade_many(paths: list[str], out: Path, device: str, cell_timeout: float, ex
         print(f"{len(plan) - len(todo)} unchanged submission(s) not graded again", file=sys.stderr)
     chunks = [todo[i:i + max(1, chunk)] for i in range(0, len(todo), max(1, chunk))]
     failures = []
-    for outcome in executor.run(grade_chunk, [(c, str(out), device, cell_timeout) for c in chunks],
+    for outcome in executor.run(grade_chunk, [(c, str(out), device, cell_timeout, exercise) for c in chunks],
                                 Progress(executor.name, out, todo)):
         if outcome.error:
             failures.append(outcome.error)
@@ -197,13 +206,13 @@ def grade_many(paths: list[str], out: Path, device: str, cell_timeout: float, ex
 
 
 def _result(out: Path, stem: str, row: dict) -> dict | None:
-    if row["status"] not in ("ok", "incomplete"):
+    if row["status"].startswith(("unusable", "grader error", "not graded")):
         return None
     return json.loads((out / f"{stem}.json").read_text(encoding="utf-8"))
 
 
 def slurm_time_min(chunk: int, cell_timeout: float) -> int:
     """Slurm time limit of one task: its whole chunk at the largest per-submission budget."""
-    worst = max(grade.budget_for(len(ex.cases_for("cuda")), cell_timeout)
-                for ex in registry.EXERCISES.values() if not ex.written)
+    worst = max(grade.budget_for(len(ex.cases_for("cuda", 0)), cell_timeout)
+                for ex in registry.exercises().values() if not ex.written)
     return executors.task_minutes(chunk, worst)

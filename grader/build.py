@@ -34,8 +34,8 @@ def build(check: bool) -> int:
             if not check:
                 path.write_text(text, encoding="utf-8")
     for folder in FOLDERS:
-        for extra in sorted((REPO / folder).glob("ex*.ipynb")):
-            if extra not in want:
+        for extra in sorted((REPO / folder).glob("*.ipynb")):
+            if source._ID.match(extra.stem) and extra not in want:
                 stale.append(extra)
                 if not check:
                     extra.unlink()

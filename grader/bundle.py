@@ -79,8 +79,8 @@ def build(out_dir: Path, exercise: str | None) -> Path:
     """Write ``out_dir/autograder.zip``; returns its path."""
     from . import registry
 
-    if exercise is not None and (exercise not in registry.EXERCISES or registry.get(exercise).written):
-        raise ValueError(f"--exercise {exercise}: not an auto-graded exercise ({', '.join(registry.EXERCISES)})")
+    if exercise is not None and (exercise not in registry.exercises() or registry.get(exercise).written):
+        raise ValueError(f"--exercise {exercise}: not an auto-graded exercise ({', '.join(registry.exercises())})")
     out_dir.mkdir(parents=True, exist_ok=True)
     zpath = out_dir / "autograder.zip"
     with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:

@@ -45,6 +45,16 @@ def _grade(a) -> int:
     except (grade.NoDevice, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from . import registry, sandbox
+
+    if a.exercise and a.exercise not in registry.exercises():
+        print(f"error: unknown exercise {a.exercise!r} (see: python -m grader list)", file=sys.stderr)
+        return 2
+    if a.executor == "local" and not sandbox.choose().isolated and not a.unsafe_no_sandbox:
+        print("error: no process isolation here (bubblewrap is missing and the grader is not root): one submission "
+              "could read, forge or kill the others. Install bubblewrap, run as root (throwaway users), or pass "
+              "--unsafe-no-sandbox to grade anyway.", file=sys.stderr)
+        return 2
     out = Path(a.out)
     if a.executor == "slurm":
         ex = executors.Slurm(out / ".slurm", a.partition, a.gpus_per_task, a.array_parallelism,
@@ -52,7 +62,7 @@ def _grade(a) -> int:
     else:
         ex = executors.Local(a.workers)
     try:
-        return batch.grade_many(a.paths, out, device, a.timeout, ex, a.force, a.chunk, names)
+        return batch.grade_many(a.paths, out, device, a.timeout, ex, a.force, a.chunk, names, a.exercise)
     except executors.Unavailable as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -73,16 +83,18 @@ def _bundle(a) -> int:
 def _list(a) -> int:
     from . import registry
 
-    for ex in registry.EXERCISES.values():
+    for ex in registry.exercises().values():
         if ex.written:
             print(f"{ex.id:<24} written answer, not auto-graded  {ex.title}")
             continue
-        cpu = [c for c in ex.cases_for("cuda") if not c.gpu_only]
-        gpu = [c for c in ex.cases_for("cuda") if c.gpu_only]
+        every = ex.cases_for("cuda", 0)
+        cpu = [c for c in every if not c.gpu_only]
+        gpu = [c for c in every if c.gpu_only]
         print(f"{ex.id:<24} {sum(c.points for c in cpu):g} points on CPU, +{sum(c.points for c in gpu):g} on GPU  {ex.title}")
         if a.verbose:
             for c in cpu + gpu:
-                print(f"    {c.points:4g}  {'GPU ' if c.gpu_only else '    '}{c.name}")
+                name = "(hidden: sizes drawn per run)" if c.hidden else c.name
+                print(f"    {c.points:4g}  {'GPU ' if c.gpu_only else '    '}{name}")
     return 0
 
 
@@ -105,6 +117,10 @@ def main(argv=None) -> int:
     g.add_argument("--out", required=True, help="folder for gradebook.csv and per-submission JSON/feedback")
     g.add_argument("--workers", type=int, default=1, help="submissions graded at once")
     g.add_argument("--force", action="store_true", help="re-grade even unchanged submissions")
+    g.add_argument("--exercise", help="grade every submission as this exercise; a notebook that says it is another "
+                                      "exercise is reported as a mismatch")
+    g.add_argument("--unsafe-no-sandbox", action="store_true",
+                   help="grade even where no process isolation is available (bubblewrap missing, not root)")
     g.add_argument("--format", action="append", metavar="NAMES",
                    help="also write csv (Canvas), gradescope, prairielearn, junit; comma-separated or repeated")
     g.add_argument("--executor", choices=["local", "slurm"], default="local",

@@ -1,25 +1,32 @@
-"""Judge one case in the grader's process: validate what the harness wrote, compare with the reference.
+"""Judge one case in the grader's process, from files it reads itself.
 
-Only plain data crosses from the student's kernel: ``<case>.json`` (validated field by field) and
-``.npy`` arrays loaded with ``allow_pickle=False`` and checked for dtype and size before use.
-Messages are Chinese and say which shape, which dtype, the largest error and where, and what
-probably went wrong.
+Two sources, trusted differently:
+
+- what the learner's process wrote (``work/``): its record, its outputs on the inputs it was shown.
+  Untrusted: read through :mod:`grader.safeio`, validated, and used for the verdict only where a
+  forgery could not help (a wrong output fails; a right one proves nothing alone);
+- what the replay wrote (``replay/out``): the outputs of the learner's logged Triton launches run
+  alone on fresh inputs, the memory check and the shuffled program order. A case passes only when
+  both the call and the replay give the reference's result.
+
+Messages are Chinese and say which shape and dtype, the largest error and where, and what probably
+went wrong.
 """
 from __future__ import annotations
 
-import hmac
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .harness import OUT_SENTINEL, RETURNED, guard_size, layout_strides, seal
-from .plan import NUMPY_SAVE, PlannedCase
-from .registry import Exercise
+from . import safeio
+from .buffers import OUT_SENTINEL, guard_size, layout_strides, numpy_dtype
+from .plan import PlannedCase
+from .spec import FLOAT_DTYPES, Exercise
 
 STATUSES = ("passed", "failed", "error", "timeout", "crashed", "skipped")
-PERF_FULL, PERF_ZERO = 0.9, 0.5  # speed relative to the reference kernel: full points / no points
+PERF_FULL, PERF_ZERO = 0.9, 0.5  # speed relative to the exercise's own solution: full points / no points
+RECORD_CAP, ARRAY_CAP = 1 << 20, 1 << 31
 
 
 @dataclass
@@ -29,6 +36,7 @@ class TestResult:
     points: float
     max_points: float
     message: str
+    visibility: str = "visible"  # "hidden": drawn from the run's secret seed
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -39,104 +47,32 @@ class TestResult:
 
 
 class BadRecord(ValueError):
-    """What the kernel wrote is not what the harness writes: treated as an error verdict."""
+    """What the learner's process wrote is not what the harness writes."""
 
 
-def _record(path: Path, key: bytes | None = None) -> dict:
-    """The harness's record, validated field by field; with ``key``, its seal must match the files."""
+def _record(path: Path, fields: dict) -> dict:
     try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise BadRecord(f"{path.name}: {e}") from None
+        rec = safeio.load_json(path, RECORD_CAP, depth=8)
+    except safeio.Untrusted as e:
+        raise BadRecord(str(e)) from None
     if not isinstance(rec, dict):
         raise BadRecord(f"{path.name}: not an object")
-    sealed = {**rec}  # the seal covers the record as written
-    rec.setdefault("late", 0)  # written by every harness since the records are sealed; optional without a key
-    rec.setdefault("early", 0)  # written for tensor cases only
-    rec.setdefault("other_thread", 0)  # written by watched() (not for index-map cases)
-    rec.setdefault("files", [])
-    checks = {"launches": int, "forbidden": (str, type(None)), "error": (str, type(None)), "returned": str,
-              "late": int, "early": int, "other_thread": int, "files": list}
-    for field, typ in checks.items():
-        if not isinstance(rec.get(field), typ) or isinstance(rec.get(field), bool):
-            raise BadRecord(f"{path.name}: field {field!r} missing or of the wrong type")
-    if rec["returned"] not in RETURNED:
-        raise BadRecord(f"{path.name}: field 'returned' has an unknown value")
-    stem = path.name[:-len(".json")]
-    if not all(isinstance(f, str) and f.startswith(stem + "_") and f.endswith(".npy") and "/" not in f
-               for f in rec["files"]):
-        raise BadRecord(f"{path.name}: field 'files' names a file the harness does not write")
-    if key is not None:
-        try:
-            want = seal(key, stem, sealed, path.parent)
-        except OSError as e:
-            raise BadRecord(f"{path.name}: {e}") from None
-        if not isinstance(rec.get("seal"), str) or not hmac.compare_digest(rec["seal"], want):
-            raise BadRecord(f"{path.name}: seal does not match (not written by the grader's harness cell, or files changed)")
+    for name, typ in fields.items():
+        v = rec.get(name)
+        if not isinstance(v, typ) or isinstance(v, bool):
+            raise BadRecord(f"{path.name}: field {name!r} missing or of the wrong type")
     return rec
 
 
-def _array(path: Path, dtype, size: int | None = None) -> np.ndarray:
+def _flat(path: Path, dtype: str, n: int) -> np.ndarray:
     try:
-        arr = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise BadRecord(f"{path.name}: {e}") from None
-    if arr.dtype != np.dtype(dtype) or arr.ndim != (1 if size is not None else arr.ndim):
-        raise BadRecord(f"{path.name}: dtype {arr.dtype} / ndim {arr.ndim} is not what the harness writes")
-    if size is not None and arr.size != size:
-        raise BadRecord(f"{path.name}: {arr.size} elements, expected {size}")
-    return arr
+        return safeio.load_npy(path, ARRAY_CAP, dtype=numpy_dtype(dtype), shape=(n,)).astype(np.float64)
+    except safeio.Untrusted as e:
+        raise BadRecord(str(e)) from None
 
 
 def _idx(flat: int, shape) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
-
-
-def judge(ex: Exercise, pc: PlannedCase, workdir: Path, device: str, key: bytes | None = None) -> TestResult:
-    """Verdict for a case whose harness cell ran (the caller handles timeouts and crashes).
-
-    ``key``: the run's sealing key; the grader always passes it (the self-check in the learner's own
-    notebook does not).
-    """
-    case = pc.case
-    mk = lambda status, msg, pts=0.0: TestResult(case.name, status, pts, case.points, msg)  # noqa: E731
-    try:
-        rec = _record(workdir / f"{pc.id}.json", key)
-        if rec["forbidden"]:
-            return mk("failed", f"调用了 {rec['forbidden']}：这一题要求结果由你的 Triton kernel 计算，不能用 torch 算子代替。")
-        if rec["error"]:
-            return mk("error", _error_message(rec["error"]))
-        if rec["other_thread"]:
-            return mk("failed", f"有 {rec['other_thread']} 次 Triton kernel launch 来自另一个线程：结果要在调用你的函数的线程里、"
-                                "函数返回之前算好，不能交给后台线程。")
-        if case.needs_launch and rec["launches"] == 0:
-            return mk("failed", "没有启动任何 Triton kernel（kernel[grid](...) 一次都没有调用）：这一题要求用 Triton kernel 计算结果，"
-                                "用 torch 算出来的答案记 0 分。")
-        if case.mode == "python_map":
-            return _judge_map(ex, pc, workdir, mk)
-        if case.mode == "perf":
-            return _judge_perf(rec, mk)
-        if rec["returned"] == "input":
-            return mk("failed", "函数返回的是某个输入（或输入的视图），不是 out：结果要由 kernel 写进参数 out，最后 return out。")
-        if rec["returned"] != "out":
-            return mk("failed", "函数没有返回传入的 out 张量：请把结果写进参数 out（模板里已经给出分配 out 的那一行），最后 return out。")
-        if rec["late"]:
-            return mk("failed", f"函数返回时 out 还没有写完（返回之后又有 {rec['late']} 个元素被改写）：结果不能在另一个"
-                                "线程或另一个 CUDA stream 上延后完成，函数返回前要在当前 stream 上把 out 写好。")
-        numel = int(np.prod(case.out_shape))
-        if rec["early"] * 2 > numel:
-            return mk("failed", f"第一次启动 Triton kernel 之前，out 里已经有 {rec['early']}/{numel} 个元素是最后返回的值："
-                                "结果是在 kernel 之外算好的（torch、numpy 或 Python），kernel 只是走个过场。")
-        first = _judge_tensor(ex, pc, workdir, device, mk, "", pc.inputs)
-        if first.status != "passed" or not pc.inputs2:
-            return first
-        second = _judge_tensor(ex, pc, workdir, device, mk, "2", pc.inputs2)
-        if second.status != "passed":
-            second.message = ("用同一批张量（同样的地址、同样的对象）换上新数据再调用一次，结果错了——是不是按指针或 id 缓存了上一次的结果？"
-                              + second.message)
-        return second
-    except BadRecord as e:
-        return mk("error", f"评分数据无效（{e}）：是否有代码改动或删除了评分用的文件？")
 
 
 def _error_message(text: str) -> str:
@@ -148,113 +84,222 @@ def _error_message(text: str) -> str:
     return f"调用你的函数时出错：{last}"
 
 
-def _judge_tensor(ex: Exercise, pc: PlannedCase, workdir: Path, device: str, mk, tag: str, inputs: dict) -> TestResult:
-    case, dt = pc.case, pc.case.dtype
-    where = f"shape {tuple(case.out_shape)}, {dt}"
-    for t in case.inputs:
-        strides, span = layout_strides(t.shape, t.layout)
-        g = guard_size(span)
-        after = _array(workdir / f"{pc.id}_in{tag}_{t.name}.npy", NUMPY_SAVE[dt], span + 2 * g).astype(np.float64)
-        before = np.full(span + 2 * g, np.nan)
-        np.lib.stride_tricks.as_strided(before[g:], shape=t.shape, strides=[s * 8 for s in strides])[...] = \
-            inputs[t.name].numpy()
-        if not np.array_equal(before, after, equal_nan=True):
-            bad = int(np.count_nonzero(~((before == after) | (np.isnan(before) & np.isnan(after)))))
-            return mk("failed", f"{where}：输入 {t.name} 在调用后被修改了（{bad} 个元素变了）。kernel 只能写 out。")
-    numel = int(np.prod(case.out_shape))
-    g = guard_size(numel)
-    buf = _array(workdir / f"{pc.id}_out{tag}.npy", NUMPY_SAVE[dt], numel + 2 * g).astype(np.float64)
-    sentinel = float(OUT_SENTINEL[dt])
-    lo, out, hi = buf[:g], buf[g:g + numel].reshape(case.out_shape), buf[g + numel:]
-    hit_lo, hit_hi = int(np.count_nonzero(lo != sentinel)), int(np.count_nonzero(hi != sentinel))
-    if hit_lo or hit_hi:
-        side = "之后" if hit_hi else "之前"
-        return mk("failed", f"{where}：越界写 —— out {side}的保护区被写了 {hit_lo + hit_hi} 个元素。"
-                            f"通常是 tl.store 少了 mask（最后一个块超出了张量）。{case.hint}")
-    atol, rtol = (0.0, 0.0) if dt == "int32" else case.tol or ex.tolerance(dt, device)
-    replay = _array(workdir / f"{pc.id}_replay{tag}.npy", NUMPY_SAVE[dt], numel + 2 * g).astype(np.float64)
-    differ = ~((replay == buf) | (np.abs(replay - buf) <= atol + rtol * np.abs(buf)) | (np.isnan(replay) & np.isnan(buf)))
-    if differ.any():
-        return mk("failed", f"{where}：只重放这次调用里的 Triton kernel launch（out 先恢复成第一次 launch 之前的内容，"
-                            f"中间不运行别的代码）得到的结果有 {int(differ.sum())} 个元素和函数返回的不同："
-                            "out 不是（全部）由你的 Triton kernel 写出的——例如 launch 之后又用 torch/numpy 改写了 out；"
-                            "或者 kernel 每次运行结果都不一样（几个 program 写同一个元素？）。")
-    ref = ex.reference(inputs, {**case.scalars}).numpy()
-    if dt == "int32":
-        return _judge_exact_int(out, ref, where, case, mk)
+def reference(ex: Exercise, pc: PlannedCase, inputs: dict, device: str = "cpu"):
+    """The reference outputs (float64 numpy arrays, one per output) for this case's inputs."""
+    case = pc.case
+    import torch
+
+    values = {**{k: v.contiguous() for k, v in inputs.items()}, **case.scalars}
+    fn = case.reference or ex.reference
+    if ex.reference_on_device and device == "cuda":  # a spec that calls a Triton kernel (the RNG of ex09)
+        values = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+    ref = fn(*[values[n] for n in case.call], **{n: values[n] for n in case.kwargs})
+    refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+    return [torch.as_tensor(r).detach().double().cpu().reshape(o.shape).numpy() for r, o in zip(refs, case.outputs)]
+
+
+def _split(buf: np.ndarray, spec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lower guard, the output view's values, upper guard) of a flat guarded output buffer."""
+    strides, span = layout_strides(spec.shape, spec.layout)
+    g = guard_size(span)
+    view = np.lib.stride_tricks.as_strided(buf[g:], shape=spec.shape, strides=[s * 8 for s in strides]) \
+        if spec.shape else buf[g:g + 1].reshape(())
+    return buf[:g], np.array(view), buf[g + span:]
+
+
+def check_output(buf: np.ndarray, ref: np.ndarray, spec, dtype: str, tol, where: str, hint: str) -> str | None:
+    """None when the flat output buffer holds the reference (within ``tol``) and its guards are intact."""
+    lo, out, hi = _split(buf, spec)
+    sentinel = float(OUT_SENTINEL[dtype])
+    hit = int(np.count_nonzero(lo != sentinel)) + int(np.count_nonzero(hi != sentinel))
+    if hit:
+        return (f"{where}：越界写 —— {spec.name} 前后的保护区被写了 {hit} 个元素。通常是 tl.store 少了 mask"
+                f"（最后一个块超出了张量）。{hint}")
+    if dtype not in FLOAT_DTYPES:
+        wrong = out != ref
+        if wrong.any():
+            i = _idx(int(np.argmax(wrong.ravel())), out.shape)
+            unwritten = "（仍是预填的值：没有被写）" if out[i] == -1 else ""
+            return (f"{where}：{spec.name} 有 {int(wrong.sum())}/{out.size} 个元素不对；第一个在 {i}：得到 {int(out[i])}"
+                    f"{unwritten}，应为 {int(ref[i])}。{hint}")
+        return None
+    atol, rtol = tol
     nan_out = np.isnan(out) & ~np.isnan(ref)
     if nan_out.any():
         i = _idx(int(np.argmax(nan_out.ravel())), out.shape)
-        return mk("failed", f"{where}：输出有 {int(nan_out.sum())} 个 NaN（第一个在 {i}，参考值 {ref[i]:.6g}）。"
-                            f"可能是这些元素没有被写（输出预先填了 NaN：grid 太小或 store 的 mask 错了），"
-                            f"或者读到了输入保护区里的 NaN（tl.load 少了 mask），或者 exp 溢出后 inf/inf。{case.hint}")
+        return (f"{where}：{spec.name} 有 {int(nan_out.sum())} 个 NaN（第一个在 {i}，参考值 {ref[i]:.6g}）。"
+                f"可能是这些元素没有被写（输出预先填了 NaN：grid 太小或 store 的 mask 错了），"
+                f"或者读到了输入保护区里的 NaN（tl.load 少了 mask），或者 exp 溢出后 inf/inf。{hint}")
     inf_out = np.isinf(out) & ~np.isinf(ref)
     if inf_out.any():
         i = _idx(int(np.argmax(inf_out.ravel())), out.shape)
-        return mk("failed", f"{where}：输出在 {i} 是 {out[i]}（参考值 {ref[i]:.6g}）：数值溢出，"
-                            f"数值不稳定（exp 之前没有减去最大值？）。{case.hint}")
+        return f"{where}：{spec.name} 在 {i} 是 {out[i]}（参考值 {ref[i]:.6g}）：数值溢出（exp 之前没有减去最大值？）。{hint}"
     err = np.abs(out - ref)
     bad = err > atol + rtol * np.abs(ref)
     if bad.any():
         i = _idx(int(np.argmax(np.where(bad, err, -1).ravel())), out.shape)
-        return mk("failed", f"{where}：{int(bad.sum())}/{out.size} 个元素超出容差（atol={atol:g}, rtol={rtol:g}）；"
-                            f"最大误差 {err[i]:.3g} 在 {i}：得到 {out[i]:.6g}，参考 {ref[i]:.6g}。{case.hint}")
-    max_err = float(err.max()) if err.size else 0.0
-    return mk("passed", f"{where}：最大误差 {max_err:.2e}", case.points)
+        return (f"{where}：{spec.name} 有 {int(bad.sum())}/{out.size} 个元素超出容差（atol={atol:g}, rtol={rtol:g}）；"
+                f"最大误差 {err[i]:.3g} 在 {i}：得到 {out[i]:.6g}，参考 {ref[i]:.6g}。{hint}")
+    return None
 
 
-def _judge_exact_int(out, ref, where, case, mk) -> TestResult:
-    if (out == -1).any():
-        i = _idx(int(np.argmax((out == -1).ravel())), out.shape)
-        return mk("failed", f"{where}：out[{i[0]}] 没有被写（仍是预填的 -1）：每个 program 都要写自己那一行。{case.hint}")
-    wrong = np.any(out != ref, axis=1) if out.ndim == 2 else out != ref
-    if wrong.any():
-        p = int(np.argmax(wrong))
-        return mk("failed", f"{where}：{int(wrong.sum())} 个 pid 映射错了；pid={p} 得到 {tuple(int(v) for v in out[p])}，"
-                            f"应为 {tuple(int(v) for v in ref[p])}。{case.hint}")
-    return mk("passed", f"{where}：全部 {len(out)} 个 pid 正确", case.points)
+def judge(ex: Exercise, pc: PlannedCase, workdir: Path, replay_out: Path, device: str) -> TestResult:
+    """Verdict for a case whose harness cell ran (the caller handles timeouts and crashes).
 
-
-def _judge_map(ex: Exercise, pc: PlannedCase, workdir: Path, mk) -> TestResult:
-    from .registry import swizzle_spec
-
+    ``replay_out``: the replay's folder (:mod:`grader.replay` wrote it)."""
     case = pc.case
-    total = sum(m * n for m, n, _ in case.combos)
-    got = _array(workdir / f"{pc.id}_out.npy", np.int64)
-    if got.shape != (total, 2):
-        raise BadRecord(f"{pc.id}_out.npy: shape {got.shape}, expected {(total, 2)}")
-    row = 0
-    for m, n, g in case.combos:
-        want = swizzle_spec(m, n, g)
-        have = [tuple(int(v) for v in r) for r in got[row:row + m * n]]
-        row += m * n
-        if have != want:
-            pid = next(p for p in range(m * n) if have[p] != want[p])
-            dup = len(set(have)) != len(have)
-            extra = "；而且有 tile 被映射了两次（另一些 tile 没有 program 负责）" if dup else ""
-            oob = any(not (0 <= a < m and 0 <= b < n) for a, b in have)
-            extra += "；有 (pid_m, pid_n) 超出了范围" if oob else ""
-            return mk("failed", f"num_pid_m={m}, num_pid_n={n}, GROUP_M={g}：pid={pid} 得到 {have[pid]}，应为 {want[pid]}"
-                                f"{extra}。{case.hint}")
-    return mk("passed", f"{len(case.combos)} 组 (num_pid_m, num_pid_n, GROUP_M) 全部正确", case.points)
+    vis = "hidden" if case.hidden else "visible"
+    mk = lambda status, msg, pts=0.0: TestResult(case.name, status, pts, case.points, msg, vis)  # noqa: E731
+    try:
+        if case.mode == "python":
+            return _judge_python(ex, pc, workdir, mk)
+        if case.mode == "perf":
+            return _judge_perf(pc, workdir, replay_out, mk)
+        return _judge_tensor(ex, pc, workdir, replay_out, device, mk)
+    except BadRecord as e:
+        return mk("error", f"评分数据无效（{e}）：是否有代码改动或删除了评分用的文件？")
+    except Exception as e:  # a fault of the grader's own reference: this case only, said plainly
+        return mk("error", f"评分器计算参考结果时出错（不是你的错，请告诉老师）：{type(e).__name__}: {str(e)[:200]}")
 
 
-def _judge_perf(rec: dict, mk) -> TestResult:
-    p = rec.get("perf")
-    ok = isinstance(p, dict) and all(isinstance(p.get(k), (int, float)) and not isinstance(p.get(k), bool)
-                                     and p.get(k) > 0 for k in ("ours_ms", "ref_ms"))
+def _judge_tensor(ex, pc, workdir, replay_out, device, mk) -> TestResult:
+    case = pc.case
+    rec = _record(workdir / f"{pc.id}.json", {"launches": int})
+    where = ", ".join(f"{o.name} {tuple(o.shape)}" for o in case.outputs) + f", {case.dtype}"
+    if rec.get("forbidden"):
+        return mk("failed", f"调用了 {str(rec['forbidden'])[:80]}：这一题要求结果由你的 Triton kernel 计算，不能用 torch 算子代替。")
+    if rec.get("error"):
+        return mk("error", _error_message(str(rec["error"])))
+    if rec.get("other_thread"):
+        return mk("failed", f"有 {rec['other_thread']} 次 Triton kernel launch 来自另一个线程：结果要在调用你的函数的线程里、"
+                            "函数返回之前算好，不能交给后台线程。")
+    if rec.get("launches2") == 0 and rec["launches"] > 0:
+        return mk("failed", "用同一批张量换上新数据再调用一次，你的函数没有启动任何 kernel，返回的是上一次缓存的结果："
+                            "每次调用都要重新计算（不要按指针、id 或形状缓存结果）。")
+    if rec["launches"] == 0:
+        return mk("failed", "没有启动任何 Triton kernel（kernel[grid](...) 一次都没有调用）：这一题要求用 Triton kernel 计算结果，"
+                            "用 torch 或 Python 算出来的答案记 0 分。")
+    if rec.get("problem"):
+        return mk("failed", f"这次调用无法重放：{str(rec['problem'])[:300]}。")
+    if rec.get("returned") == "input":
+        return mk("failed", "函数返回的是某个输入（或输入的视图），不是 out：结果要由 kernel 写进参数 out，最后 return out。")
+    if rec.get("returned") != "out":
+        return mk("failed", "函数没有返回传入的输出张量：请把结果写进参数 out（模板里已经给出分配 out 的那一行），最后 return out。")
+    if rec.get("inputs_changed"):
+        return mk("failed", f"{where}：输入 {', '.join(map(str, rec['inputs_changed']))[:80]} 在调用后被修改了："
+                            "包装函数和 kernel 都只能写输出。")
+    if rec.get("late"):
+        return mk("failed", f"函数返回时输出还没有写完（返回之后又有 {rec['late']} 个元素被改写）：结果不能在另一个"
+                            "线程或另一个 CUDA stream 上延后完成，函数返回前要在当前 stream 上写好。")
+    tol = lambda dt: case.tol or ex.tolerance(dt, device)  # noqa: E731
+    refs = reference(ex, pc, pc.shown, device)
+    for spec, ref in zip(case.outputs, refs):
+        dt = spec.dtype_in(case)
+        n = _flat_len(spec)
+        msg = check_output(_flat(workdir / f"{pc.id}_out_{spec.name}.npy", dt, n), ref, spec, dt, tol(dt), where, case.hint)
+        if msg:
+            return mk("failed", msg)
+    if pc.again:
+        refs2 = reference(ex, pc, pc.again, device)
+        for spec, ref in zip(case.outputs, refs2):
+            dt = spec.dtype_in(case)
+            msg = check_output(_flat(workdir / f"{pc.id}_out2_{spec.name}.npy", dt, _flat_len(spec)), ref, spec, dt,
+                               tol(dt), where, case.hint)
+            if msg:
+                return mk("failed", "用同一批张量（同样的地址、同样的对象）换上新数据再调用一次，结果错了——是不是缓存了上一次的结果？"
+                          + msg)
+    return _judge_replay(ex, pc, replay_out, device, mk, where, tol)
+
+
+def _flat_len(spec) -> int:
+    _, span = layout_strides(spec.shape, spec.layout)
+    return span + 2 * guard_size(span)
+
+
+def _judge_replay(ex, pc, replay_out: Path, device, mk, where, tol) -> TestResult:
+    case = pc.case
+    path = replay_out / f"{pc.id}.json"
+    if not path.exists():
+        return mk("error", "评分器重放你的 kernel 时没有得到结果（重放进程异常退出）。")
+    rec = _record(path, {})
+    if rec.get("bad_log"):
+        return mk("failed", f"评分器无法重放这次调用：{str(rec['bad_log'])[:300]}")
+    if rec.get("compile_error"):
+        return mk("failed", f"{str(rec['compile_error'])[:700]}。@triton.jit 函数里只能写 Triton 代码"
+                            "（tl.*、算术、range 循环、constexpr 分支），解释器能跑的任意 Python 不算 Triton。")
+    if rec.get("oob"):
+        return mk("failed", f"{where}：越界访问 —— {str(rec['oob'])[:300]}。即使这个值后来在 store 时被 mask 掉，"
+                            f"load 也必须带 mask（mask=offs < n）。{case.hint}")
+    if rec.get("error"):
+        return mk("error", f"评分器在新输入上重放你的 kernel 时出错：{str(rec['error']).strip().splitlines()[-1][:300]}")
+    if rec.get("inputs_changed"):
+        return mk("failed", f"{where}：kernel 改写了输入 {', '.join(map(str, rec['inputs_changed']))[:80]}：kernel 只能写输出。")
+    refs = reference(ex, pc, pc.fresh, device)
+    for tag in ("fresh", "shuffled") if rec.get("shuffled") else ("fresh",):
+        for spec, ref in zip(case.outputs, refs):
+            dt = spec.dtype_in(case)
+            msg = check_output(_flat(replay_out / f"{pc.id}_{tag}_{spec.name}.npy", dt, _flat_len(spec)), ref, spec, dt,
+                               tol(dt), where, case.hint)
+            if msg and tag == "fresh":
+                return mk("failed", "评分器只重放了你这次调用里的 Triton kernel launch（不运行包装函数里的其他代码），"
+                                    "换上同样形状的新输入，结果不对：答案（至少一部分）是在 kernel 之外算的，"
+                                    "例如用 torch/numpy 在 host 上算好再让 kernel 复制，或者 kernel 依赖 host 预先算好的数据。"
+                                    f"细节：{msg}")
+            if msg:
+                return mk("failed", "把 grid 里的 program 换一个顺序运行，结果就变了：你的结果依赖 program 的执行顺序"
+                                    "（GPU 上 program 的顺序没有保证，而且会同时运行）。不同 program 之间不能互相等待或读对方刚写的值；"
+                                    f"要合并不同 program 的结果，用 tl.atomic_* 或分两次 launch。细节：{msg}")
+    return mk("passed", f"{where}：正确（也在新输入上重放通过" + ("，program 顺序打乱也通过" if rec.get("shuffled") else "") + "）",
+              case.points)
+
+
+def _judge_python(ex, pc, workdir, mk) -> TestResult:
+    case = pc.case
+    rec = _record(workdir / f"{pc.id}.json", {})
+    if rec.get("error"):
+        return mk("error", _error_message(str(rec["error"])))
+    values = rec.get("values")
+    if not isinstance(values, list) or len(values) != len(case.calls):
+        raise BadRecord(f"{pc.id}.json: {len(values) if isinstance(values, list) else 'no'} values for {len(case.calls)} calls")
+    fn = case.reference or ex.reference
+    for args, got in zip(case.calls, values):
+        want = fn(*args)
+        want = [int(v) for v in want] if isinstance(want, (tuple, list)) else want
+        if (list(got) if isinstance(got, list) else got) != (list(want) if isinstance(want, list) else want):
+            return mk("failed", f"{case.func}{tuple(args)} 得到 {got}，应为 {want}。{case.hint}")
+    return mk("passed", f"{len(case.calls)} 次调用全部正确", case.points)
+
+
+def _judge_perf(pc, workdir, replay_out, mk) -> TestResult:
+    rec = _record(workdir / f"{pc.id}.json", {"launches": int})
+    if rec.get("error"):
+        return mk("error", _error_message(str(rec["error"])))
+    if rec["launches"] == 0:
+        return mk("failed", "计时用的调用没有启动任何 Triton kernel。")
+    r = _record(replay_out / f"{pc.id}.json", {}) if (replay_out / f"{pc.id}.json").exists() else {}
+    p = r.get("perf")
+    if r.get("error") or r.get("bad_log") or not isinstance(p, dict):
+        why = r.get("bad_log") or (str(r.get("error")).strip().splitlines() or ["?"])[-1]
+        return mk("error", f"评分器计时时出错：{str(why)[:300]}")
+    return perf_result(p, mk)
+
+
+def perf_result(p: dict, mk) -> TestResult:
+    ok = all(isinstance(p.get(k), (int, float)) and not isinstance(p.get(k), bool) and p.get(k) > 0
+             for k in ("ours_ms", "target_ms"))
     if not ok:
         raise BadRecord("perf record missing or invalid")
-    speed = p["ref_ms"] / p["ours_ms"]  # fraction of the reference kernel's speed
+    speed = p["target_ms"] / p["ours_ms"]  # fraction of the textbook solution's speed
     frac = min(1.0, max(0.0, (speed - PERF_ZERO) / (PERF_FULL - PERF_ZERO)))
-    msg = (f"你的 kernel {p['ours_ms'] * 1e3:.1f} us，参考 {str(p.get('ref', '?'))[:60]} {p['ref_ms'] * 1e3:.1f} us："
-           f"速度是参考的 {speed:.2f} 倍。")
-    if isinstance(p.get("note"), str) and p["note"]:
-        msg += f"（{p['note'][:200]}）"
+    unit = str(p.get("unit", ""))[:10]
+    msg = (f"你的 kernel {p['ours_ms'] * 1e3:.1f} us，课程的参考答案（教科书式 kernel）{p['target_ms'] * 1e3:.1f} us："
+           f"速度是它的 {speed:.2f} 倍（≥ {PERF_FULL} 倍满分，≤ {PERF_ZERO} 倍 0 分）。")
+    if isinstance(p.get("tuned_rate"), (int, float)):
+        msg += f"供参考：调优过的 tcourse.kernels 达到 {p['tuned_rate']:.0f} {unit}，你的 {p.get('ours_rate', 0):.0f} {unit}。"
     result = mk("passed" if frac >= 1.0 else "failed", msg)
     result.points = round(result.max_points * frac, 2)
     return result
 
 
-def skipped(pc_case, why: str) -> TestResult:
-    return TestResult(pc_case.name, "skipped", 0.0, pc_case.points, why)
+def skipped(case, why: str) -> TestResult:
+    return TestResult(case.name, "skipped", 0.0, case.points, why, "hidden" if case.hidden else "visible")

@@ -87,12 +87,13 @@ def _valid(line) -> bool:
             and isinstance(line.get("error"), str) and isinstance(line.get("role"), str))
 
 
-def run(nb: nbformat.NotebookNode, root: Path, device: str, cell_timeout: float, budget: float) -> Execution:
+def run(nb: nbformat.NotebookNode, root: Path, device: str, cell_timeout: float, budget: float,
+        iso: sandbox.Isolation) -> Execution:
     """``root`` holds work/ (plan and inputs already written there); lib/, rt/ and ctl/ are made here."""
     workdir = root / "work"
     nbformat.write(nb, workdir / "notebook.ipynb")
     marker = secrets.token_hex(16)
-    sandbox.prepare(root, device, marker)
+    sandbox.prepare(root, device, marker, iso)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TCOURSE_", "TRITON_INTERPRET", "JUPYTER_"))}
     env.update({"JUPYTER_PATH": str(root / "ctl"), "JUPYTER_RUNTIME_DIR": str(root / "rt"),
                 "JUPYTER_PLATFORM_DIRS": "1", "PYTHONDONTWRITEBYTECODE": "1", MARKER_ENV: marker,
@@ -108,7 +109,7 @@ def run(nb: nbformat.NotebookNode, root: Path, device: str, cell_timeout: float,
             ex.budget_exceeded = True
         _kill_tree(proc.pid)  # on time: a kernel or a child of the student's that outlived the worker
         proc.wait()
-    ex.strays_killed = kill_marked(marker)
+    ex.strays_killed = kill_marked(marker) + sandbox.kill_leftovers(iso)
     log = root / "ctl" / "worker.log"
     if log.exists():  # the tail only: the kernel's raw fd 1/2 bytes also land here (up to FILE_LIMIT)
         with open(log, "rb") as f:
@@ -131,3 +132,84 @@ def run(nb: nbformat.NotebookNode, root: Path, device: str, cell_timeout: float,
                 if _valid(line):
                     ex.cells[line["id"]] = line
     return ex
+
+
+@dataclass
+class Replay:
+    done: set[str] = field(default_factory=set)       # cases whose replay record was written
+    timed_out: set[str] = field(default_factory=set)  # cases whose replay passed the per-case limit
+    crashed: set[str] = field(default_factory=set)    # cases during which the replay process died
+    fatal: str = ""                                   # the learner's kernels could not even be loaded
+    budget_exceeded: bool = False
+
+
+def replay(root: Path, device: str, iso: sandbox.Isolation, case_ids: list[str], case_timeout: float,
+           budget: float) -> Replay:
+    """Run :mod:`grader.replay` over ``case_ids``; a case that passes ``case_timeout`` is recorded as timed
+    out and the replay restarts after it, all within ``budget`` seconds."""
+    import time
+
+    env = sandbox.prepare_replay(root, device, iso)
+    status = root / "replay" / "out" / "status.jsonl"
+    rp = Replay()
+    deadline = time.monotonic() + budget
+    while True:
+        todo = [c for c in case_ids if c not in rp.done | rp.timed_out | rp.crashed]
+        if not todo or rp.fatal:
+            break
+        if time.monotonic() >= deadline:
+            rp.budget_exceeded = True
+            break
+        skip = [c for c in case_ids if c not in todo]
+        with open(root / "ctl" / "replay.log", "ab") as errf:
+            proc = subprocess.Popen(sandbox.replay_argv(root, device, iso, skip), cwd=root / "replay", env=env,
+                                    stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, start_new_session=True,
+                                    preexec_fn=_limiter(device, budget))
+            current, since, seen = None, time.monotonic(), 0
+            while proc.poll() is None:
+                time.sleep(0.05)
+                lines = _status_lines(status)
+                for line in lines[seen:]:
+                    if line.get("event") == "start":
+                        current, since = line.get("id"), time.monotonic()
+                    elif line.get("event") == "end":
+                        rp.done.add(str(line.get("id")))
+                        current = None
+                    elif line.get("event") == "fatal":
+                        rp.fatal = str(line.get("error", ""))[:2000]
+                seen = len(lines)
+                now = time.monotonic()
+                if (current is not None and now - since > case_timeout) or now >= deadline:
+                    if current is not None and now - since > case_timeout:
+                        rp.timed_out.add(str(current))
+                    _kill_tree(proc.pid)
+                    break
+            _kill_tree(proc.pid)
+            proc.wait()
+        sandbox.kill_leftovers(iso)
+        for line in _status_lines(status)[seen:]:
+            if line.get("event") == "end":
+                rp.done.add(str(line.get("id")))
+            elif line.get("event") == "fatal":
+                rp.fatal = str(line.get("error", ""))[:2000]
+        started = [str(ln.get("id")) for ln in _status_lines(status) if ln.get("event") == "start"]
+        rp.crashed.update(c for c in started[-1:] if c not in rp.done | rp.timed_out)  # not run again
+    return rp
+
+
+def _status_lines(path: Path) -> list[dict]:
+    from . import safeio
+
+    try:
+        text = safeio.read_bytes(path, 1 << 20).decode("utf-8", "replace")
+    except safeio.Untrusted:
+        return []
+    out = []
+    for raw in text.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict):
+            out.append(line)
+    return out

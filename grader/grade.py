@@ -1,6 +1,8 @@
-"""Grade one submission: load -> rebuild -> plan inputs -> run in a worker -> judge each case here."""
+"""Grade one submission: load -> check the answer cells -> plan inputs -> run the learner's notebook ->
+replay its launches on fresh inputs -> judge every case here, in the grader's process."""
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import tempfile
@@ -8,10 +10,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import compare, execute, policy, rebuild, registry, sandbox
+from . import compare, execute, kernel_source, plan, policy, rebuild, registry, sandbox, source
 from .compare import TestResult
 from .worker import clip
-from .plan import make_plan
 
 DEFAULT_CELL_TIMEOUT = 60.0
 
@@ -25,6 +26,8 @@ class Result:
     seed: int
     notes: list[str] = field(default_factory=list)
     sandbox: str = ""
+    declared: str | None = None
+    phases: dict = field(default_factory=dict)  # seconds spent running the learner's notebook and the replay
 
     @property
     def score(self) -> float:
@@ -40,10 +43,12 @@ class Result:
         return all(t.status in ("passed", "skipped") for t in self.tests)
 
     def as_dict(self, versions: dict) -> dict:
-        return {"exercise": self.exercise, "score": self.score, "max_score": self.max_score, "device": self.device,
-                "versions": versions, "duration_s": round(self.duration_s, 2), "seed": self.seed,
+        return {"exercise": self.exercise, "declared_exercise": self.declared, "score": self.score,
+                "max_score": self.max_score, "device": self.device, "versions": versions,
+                "duration_s": round(self.duration_s, 2), "seed": self.seed,
                 "skipped_points": round(sum(t.max_points for t in self.tests if t.status == "skipped"), 2),
-                "notes": self.notes, "sandbox": self.sandbox, "tests": [t.as_dict() for t in self.tests]}
+                "notes": self.notes, "sandbox": self.sandbox, "phases": self.phases,
+                "tests": [t.as_dict() for t in self.tests]}
 
 
 class NoDevice(RuntimeError):
@@ -62,40 +67,87 @@ def resolve_device(device: str) -> str:
 
 
 def budget_for(n_cases: int, cell_timeout: float) -> float:
-    """Whole-submission budget: kernel start + setup + student cells + all cases, capped."""
+    """Whole-submission budget: kernel start + setup + answer cells + all cases, capped."""
     return min(60.0 + cell_timeout * 2 + 20.0 * n_cases, 600.0 + cell_timeout)
 
 
 def grade(path: Path, device: str = "cpu", cell_timeout: float = DEFAULT_CELL_TIMEOUT,
           budget: float | None = None, seed: int | None = None, exercise: str | None = None) -> Result:
     """Raises :class:`rebuild.Unusable` for an input that cannot be graded at all."""
+    t0 = time.monotonic()
+    if device != "cuda":  # a reference that calls a Triton kernel (ex09's RNG) runs under the interpreter
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     sub = rebuild.load(path, exercise)
     ex = registry.get(sub.exercise)
     seed = secrets.randbelow(2**31) if seed is None else seed
-    t0 = time.monotonic()
-    refused = policy.audit(sub.solution_cells)
+    cases = ex.cases_for(device, seed)
+    run_cases = [c for c in cases if not (c.gpu_only and device != "cuda")]
+    audit = policy.audit(sub.solution_cells, rebuild.template_names(sub.exercise))
+    notes = sub.notes + audit.notes
+    iso = sandbox.choose()
     root = Path(tempfile.mkdtemp(prefix="tcourse-grade-"))
-    workdir = root / "work"
-    workdir.mkdir()
+    (root / "work").mkdir()
+    budget = budget if budget is not None else budget_for(len(run_cases), cell_timeout)
+    phases = {}
     try:
-        plan, planned = make_plan(ex, device, seed, workdir, only_cpu=device != "cuda")
+        planned = plan.make_plan(ex, run_cases, seed, root / "work", device)
+        refused = audit.refused
+        if not refused:
+            try:
+                module, names = kernel_source.extract(rebuild.answer_sources(sub, audit.sources))
+            except (kernel_source.NotExtractable, SyntaxError) as e:
+                refused = [str(e)]
         if refused:
             why = "；".join(refused[:3]) + (f"（另有 {len(refused) - 3} 处）" if len(refused) > 3 else "")
-            msg = f"答案单元里有评分时不允许的写法，没有运行：{why}。这些写法能改动评分代码或 Python 本身，写 Triton kernel 用不到。"
-            tests = [TestResult(pc.case.name, "failed", 0.0, pc.case.points, msg) for pc in planned]
+            tests = [TestResult(pc.case.name, "failed", 0.0, pc.case.points, f"答案单元里有评分时不允许的写法，没有运行：{why}",
+                                "hidden" if pc.case.hidden else "visible") for pc in planned]
         else:
-            key = secrets.token_bytes(32)
-            nb = rebuild.graded_notebook(sub, [pc.id for pc in planned], key.hex())
-            run = execute.run(nb, root, device, cell_timeout,
-                              budget if budget is not None else budget_for(len(planned), cell_timeout))
-            tests = _verdicts(ex, planned, run, workdir, device, key)
+            nb = rebuild.graded_notebook(sub, audit.sources, [pc.id for pc in planned])
+            t1 = time.monotonic()
+            run = execute.run(nb, root, device, cell_timeout, budget, iso)
+            phases["notebook_s"] = round(time.monotonic() - t1, 2)
+            replay_ids = [pc.id for pc in planned if pc.case.mode != "python" and _worth_replaying(root / "work" / f"{pc.id}.json")]
+            _write_replay(root, ex, planned, module, names, device, seed)
+            left = max(10.0, budget - (time.monotonic() - t0))
+            t1 = time.monotonic()
+            rp = execute.replay(root, device, iso, replay_ids, cell_timeout, left) if replay_ids else execute.Replay()
+            phases["replay_s"] = round(time.monotonic() - t1, 2)
+            tests = _verdicts(ex, planned, run, rp, root, device)
     finally:
         _remove(root)
     if device != "cuda":
         tests += [compare.skipped(c, "需要 GPU：性能分只在 GPU 上计时（解释器的时间衡量的是 Python）。" if c.mode == "perf"
                                   else "需要 GPU：解释器下 bfloat16 的结果不可靠，只在 GPU 上测。")
-                  for c in ex.cases_for("cuda") if c.gpu_only]
-    return Result(ex.id, device, tests, time.monotonic() - t0, seed, sub.notes, sandbox.describe())
+                  for c in cases if c.gpu_only]
+    return Result(ex.id, device, tests, time.monotonic() - t0, seed, notes, iso.describe(), sub.declared, phases)
+
+
+def _write_replay(root: Path, ex, planned, module: str, names: list[str], device: str, seed: int) -> None:
+    """replay/: made only now, after every process of the learner's run is gone."""
+    import json
+
+    rp = root / "replay"
+    rp.mkdir(mode=0o700)
+    plan.write_replay(ex, planned, rp, device, seed)
+    (rp / "kernels.py").write_text(module, encoding="utf-8")
+    (rp / "kernel_names.json").write_text(json.dumps(names), encoding="utf-8")
+    solution = [source.render(c.text, True) for c in source.parse(source.SRC_DIR / f"{ex.id}.py")
+                if c.kind == "code" and c.role == "solution"]
+    (rp / "solution_cells.py").write_text("import torch, triton\nimport triton.language as tl\n"
+                                          "from types import SimpleNamespace\n"
+                                          "rt = SimpleNamespace(gpu=True, device='cuda', interpret=False)\n\n"
+                                          + "\n\n".join(solution) + "\n", encoding="utf-8")
+
+
+def _worth_replaying(record: Path) -> bool:
+    """A case whose call raised or launched nothing fails on its own record: no replay needed."""
+    from . import safeio
+
+    try:
+        rec = safeio.load_json(record, compare.RECORD_CAP, depth=8)
+    except safeio.Untrusted:
+        return False
+    return isinstance(rec, dict) and not rec.get("error") and isinstance(rec.get("launches"), int) and rec["launches"] > 0
 
 
 def _remove(root: Path) -> None:
@@ -107,24 +159,24 @@ def _remove(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _verdicts(ex, planned, run: execute.Execution, workdir: Path, device: str, key: bytes) -> list[TestResult]:
-    # The first template/student cell that did not finish decides every case.
+def _verdicts(ex, planned, run: execute.Execution, rp: execute.Replay, root: Path, device: str) -> list[TestResult]:
+    # The first template/answer cell that did not finish decides every case.
     blocking = next((c for c in run.cells.values() if c["role"] in ("setup", "given", "solution")
                      and c["status"] != "ok"), None)
     tests = []
     correct_so_far = True
+    workdir, replay_out = root / "work", root / "replay" / "out"
     for pc in planned:
-        mk = lambda status, msg: TestResult(pc.case.name, status, 0.0, pc.case.points, msg)  # noqa: E731
+        vis = "hidden" if pc.case.hidden else "visible"
+        mk = lambda status, msg: TestResult(pc.case.name, status, 0.0, pc.case.points, msg, vis)  # noqa: E731
         cell = run.cells.get(f"harness-{pc.id}")
         if blocking is not None:
             tests.append(_blocked(blocking, mk))
         elif cell is None:
             if run.budget_exceeded:
-                tests.append(mk("timeout", "整份作业的时间预算用完了，这个测试没有运行（前面某个测试或单元太慢或死循环？）。"))
+                tests.append(mk("timeout", "整份作业的时间预算用完了，这个测试没有运行（前面的测试太慢或死循环？）。"))
             elif any(c["status"] == "dead" for c in run.cells.values()):
                 tests.append(mk("crashed", "内核在前面的测试中崩溃了，这个测试没有运行。"))
-            elif any(c["status"] == "timeout" for c in run.cells.values()):
-                tests.append(mk("timeout", "前面的测试超时了好几次（每次都换了新的内核，次数已用完），这个测试没有运行。"))
             else:
                 tests.append(mk("crashed", f"评分进程异常退出（exit {run.worker_rc}），这个测试没有运行。"
                                            f"{_last_line(run.worker_stderr)}"))
@@ -139,8 +191,16 @@ def _verdicts(ex, planned, run: execute.Execution, workdir: Path, device: str, k
             tests.append(mk("error", f"评分单元出错：{cell['error'][-300:]}"))
         elif pc.case.mode == "perf" and not correct_so_far:
             tests.append(mk("failed", "正确性测试没有全部通过，不计性能分。"))
+        elif rp.fatal and pc.case.mode != "python":
+            tests.append(mk("failed", f"评分器只导入你的 @triton.jit kernel（不运行别的代码）时出错：{_last_line(rp.fatal)}"))
+        elif pc.id in rp.timed_out:
+            tests.append(mk("timeout", "评分器在新输入上重放你的 kernel 时超时了（kernel 里有死循环，或者太慢）。"))
+        elif pc.id in rp.crashed:
+            tests.append(mk("crashed", "评分器在新输入上重放你的 kernel 时进程崩溃了（越界读写？）。"))
+        elif pc.case.mode != "python" and pc.id not in rp.done and rp.budget_exceeded:
+            tests.append(mk("timeout", "整份作业的时间预算用完了，这个测试的重放没有运行。"))
         else:
-            tests.append(compare.judge(ex, pc, workdir, device, key))
+            tests.append(compare.judge(ex, pc, workdir, replay_out, device))
         if pc.case.mode != "perf" and tests[-1].status != "passed":
             correct_so_far = False
     return tests

@@ -1,8 +1,9 @@
-"""The grader chooses the inputs: one fresh seed per run, inputs written as .npy, a JSON plan.
+"""The grader chooses every input: one secret seed per run, two data sets per case.
 
-``make_plan`` runs in the grader's process. It keeps the exact input values (after rounding to the
-case's dtype) for the reference and for the "inputs unchanged" check, and writes what the kernel-side
-harness needs into the working directory: ``plan.json`` and ``<case>_<input>.npy``.
+``make_plan`` runs in the grader's process. For each case it draws the inputs the learner's code is
+called with (written to ``work/``, which the learner's process sees) and a second, fresh set of the
+same shapes that only the replay sees (written to ``replay/``). The grader keeps the exact values
+(after rounding to each tensor's dtype) of both for the reference and for the "inputs unchanged" check.
 """
 from __future__ import annotations
 
@@ -14,61 +15,80 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .harness import TORCH_DTYPES
-from .registry import Case, Exercise
+from .spec import FILLS, Case, Exercise
 
-FILLS = {
-    "randn": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64),
-    "large": lambda g, shape: 50 * torch.randn(shape, generator=g, dtype=torch.float64),
-    "offset": lambda g, shape: 1000 + torch.randn(shape, generator=g, dtype=torch.float64),
-    "weight": lambda g, shape: 1 + 0.1 * torch.randn(shape, generator=g, dtype=torch.float64),
-}
-NUMPY_SAVE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.float32, "int32": np.int32}
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32,
+                "int64": torch.int64, "int8": torch.int8, "uint8": torch.uint8}
+NUMPY_SAVE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.float32, "int32": np.int32,
+              "int64": np.int64, "int8": np.int8, "uint8": np.uint8}
+REPEATS = 2  # tensor cases per run called a second time with new data in the same tensors (a cache is stale)
 
 
 @dataclass
 class PlannedCase:
     id: str
     case: Case
-    inputs: dict  # name -> float64 tensor holding exactly the values the kernel sees
-    inputs2: dict = field(default_factory=dict)  # second data set (repeat cases): same buffers, new values
+    shown: dict                                 # name -> float64 tensor: what the learner's call gets
+    fresh: dict                                 # name -> float64 tensor: what only the replay gets
+    again: dict = field(default_factory=dict)   # second data set of a repeat case
 
-REPEATS = 2  # tensor cases per run called twice (chosen by the seed): a result cached by pointer/id is stale
+
+def draw(t, case: Case, g: torch.Generator) -> torch.Tensor:
+    fill = FILLS[t.fill] if isinstance(t.fill, str) else t.fill
+    values = fill(g, tuple(t.shape)).to(torch.float64)
+    return values.to(TORCH_DTYPES[t.dtype_in(case)]).double()  # rounded to the dtype the kernel sees
 
 
-def make_plan(ex: Exercise, device: str, seed: int, workdir: Path, only_cpu: bool) -> tuple[dict, list[PlannedCase]]:
-    """Write plan.json and the input files; return the plan and the grader-side copies of the inputs.
+def _save(path: Path, values: torch.Tensor, dtype: str) -> None:
+    np.save(path, values.numpy().astype(NUMPY_SAVE[dtype]), allow_pickle=False)
 
-    ``only_cpu``: leave GPU-only cases out of the plan (they are reported as skipped).
-    """
-    planned, entries = [], []
-    cases = ex.cases_for(device)
-    tensor_ids = [i for i, c in enumerate(cases) if c.mode == "tensor" and c.inputs and not (c.gpu_only and only_cpu)]
+
+def tensor_specs(case: Case) -> tuple[list, list]:
+    ins = [{"name": t.name, "shape": list(t.shape), "layout": t.layout, "dtype": t.dtype_in(case)} for t in case.inputs]
+    outs = [{"name": t.name, "shape": list(t.shape), "layout": t.layout, "dtype": t.dtype_in(case)} for t in case.outputs]
+    return ins, outs
+
+
+def _entry(ex: Exercise, pc: PlannedCase) -> dict:
+    case = pc.case
+    ins, outs = tensor_specs(case)
+    for spec in ins:
+        spec["file"] = f"{pc.id}_{spec['name']}.npy"
+    return {"id": pc.id, "name": case.name, "mode": case.mode, "func": case.func, "inputs": ins, "outputs": outs,
+            "scalars": case.scalars, "call": list(case.call), "kwargs": list(case.kwargs),
+            "calls": [list(c) for c in case.calls], "repeat": bool(pc.again),
+            "perf": {**case.perf, "dtype": case.dtype} if case.perf else {},
+            "forbid": list(ex.forbid) if case.mode == "tensor" else []}
+
+
+def make_plan(ex: Exercise, cases: list[Case], seed: int, workdir: Path, device: str) -> list[PlannedCase]:
+    """Draw every case's inputs; write ``work/plan.json`` and the shown inputs (the fresh ones stay here)."""
+    planned = []
+    tensor_ids = [i for i, c in enumerate(cases) if c.mode == "tensor" and c.inputs]
     repeat = set(random.Random(seed).sample(tensor_ids, min(REPEATS, len(tensor_ids))))
     for i, case in enumerate(cases):
-        if case.gpu_only and only_cpu:
-            continue
-        cid = f"c{i:02d}"
-        g = torch.Generator().manual_seed(seed * 1000 + i)
-        inputs, inputs2, specs = {}, {}, []
+        g = torch.Generator().manual_seed((seed * 1000 + i) % 2**63)
+        shown = {t.name: draw(t, case, g) for t in case.inputs}
+        fresh = {t.name: draw(t, case, g) for t in case.inputs}
+        again = {t.name: draw(t, case, g) for t in case.inputs} if i in repeat else {}
+        pc = PlannedCase(f"c{i:02d}", case, shown, fresh, again)
         for t in case.inputs:
-            values = FILLS[t.fill](g, t.shape).to(TORCH_DTYPES[case.dtype]).double()  # rounded to the dtype
-            inputs[t.name] = values
-            fname = f"{cid}_{t.name}.npy"
-            np.save(workdir / fname, values.numpy().astype(NUMPY_SAVE[case.dtype]), allow_pickle=False)
-            if i in repeat:
-                inputs2[t.name] = FILLS[t.fill](g, t.shape).to(TORCH_DTYPES[case.dtype]).double()
-                np.save(workdir / fname.replace(".npy", "_2.npy"),
-                        inputs2[t.name].numpy().astype(NUMPY_SAVE[case.dtype]), allow_pickle=False)
-            specs.append({"name": t.name, "file": fname, "shape": list(t.shape), "layout": t.layout,
-                          "dtype": case.dtype})
-        entries.append({
-            "id": cid, "name": case.name, "mode": case.mode, "func": case.func, "dtype": case.dtype,
-            "inputs": specs, "scalars": case.scalars, "call": list(case.call), "kwargs": list(case.kwargs),
-            "out_shape": list(case.out_shape), "combos": [list(c) for c in case.combos],
-            "poison": list(ex.poison) if case.needs_launch else [], "perf": case.perf, "repeat": i in repeat,
-        })
-        planned.append(PlannedCase(cid, case, inputs, inputs2))
-    plan = {"exercise": ex.id, "device": device, "seed": seed, "cases": entries}
-    (workdir / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
-    return plan, planned
+            _save(workdir / f"{pc.id}_{t.name}.npy", shown[t.name], t.dtype_in(case))
+            if again:
+                _save(workdir / f"{pc.id}_{t.name}_2.npy", again[t.name], t.dtype_in(case))
+        planned.append(pc)
+    (workdir / "plan.json").write_text(json.dumps({"exercise": ex.id, "device": device,
+                                                   "cases": [_entry(ex, pc) for pc in planned]}), encoding="utf-8")
+    return planned
+
+
+def write_replay(ex: Exercise, planned: list[PlannedCase], replaydir: Path, device: str, seed: int) -> None:
+    """``replay/plan.json`` and the fresh inputs, which the learner's process never had."""
+    entries = []
+    for i, pc in enumerate(planned):
+        for t in pc.case.inputs:
+            _save(replaydir / f"{pc.id}_{t.name}.npy", pc.fresh[t.name], t.dtype_in(pc.case))
+        entries.append({**_entry(ex, pc), "order_seed": seed * 7919 + i, "order_check": pc.case.order_check,
+                        "perf_ref": ex.perf_ref})
+    (replaydir / "plan.json").write_text(json.dumps({"exercise": ex.id, "device": device, "cases": entries}),
+                                         encoding="utf-8")

@@ -1,87 +1,306 @@
-"""Static audit of the answer cells, in the grader's process, before anything runs.
+"""Static check of the answer cells, in the grader's process, before anything runs: an allow-list.
 
-The answer cells run in the same Python process as the grader's harness cells, so code in them
-could rewrite what runs after it: monkeypatch torch or the harness, register IPython input
-transformers, patch ``showtraceback``, install trace hooks. None of that is ever needed to write a
-Triton kernel, so an answer cell that contains such a construct is refused before it runs, with
-the line and the reason (verdict ``failed``, 0 points).
+An answer cell holds a Triton wrapper and its kernels. What such code needs is small and known, so
+everything else is refused, with the line and what to write instead:
 
-Refused: IPython syntax (``%magic``, ``!shell``: answer cells must be plain Python); any attribute
-assignment or deletion (``torch.allclose = ...``, ``torch.Tensor.__eq__ = ...``); the built-ins
-that reach or rewrite code and namespaces (``get_ipython``, ``exec``, ``eval``, ``compile``,
-``__import__``, ``globals``, ``locals``, ``vars``, ``getattr``, ``setattr``, ``delattr``,
-``breakpoint``); dunder and private attributes and names (``x.__class__``, ``torch._C``; ``os._exit``
-is allowed, it only kills the student's own kernel); attributes that reach the interpreter's
-machinery (``sys.modules``, ``settrace``, ``f_globals``, ``torch.library`` ...); imports of
-IPython/Jupyter, the grader, and of modules whose purpose is introspection or patching (``gc``,
-``ctypes``, ``inspect``, ``importlib``, ``unittest.mock`` ...).
+- host code (the wrapper, the learner's own helper functions and small classes): tensor allocation
+  and the attributes a launch needs (``shape``, ``stride()``, ``dtype``, ``device``...),
+  ``triton.cdiv`` / ``triton.next_power_of_2`` / ``triton.jit``, arithmetic, ``assert``, ``print``,
+  f-strings, launches ``kernel[grid](...)``, ``global`` counters, ``if __name__ == "__main__":``,
+  attribute assignment on the learner's own objects; imports of ``torch``, ``triton``,
+  ``triton.language``, ``math``, ``dataclasses``, ``typing``; ``%time``/``%timeit`` lines (their
+  statement is kept);
+- ``@triton.jit`` bodies: Triton only (``tl.*``, ``math.*``, other kernels, constexpr globals and
+  ``range``/``min``/``max``/``len``/``print``); the replay then compiles each kernel for sm_90
+  before it runs, which rejects whatever Python the interpreter alone would have run.
 
-Faults (infinite loops, ``os._exit``, forks, huge allocations, output floods) are not refused here:
-the worker's limits and the sandbox deal with them at run time.
+The verdict never depends on this check alone: results come from the grader's own replay of the
+recorded launches on inputs the submission never saw (:mod:`grader.replay`). The check exists so that a
+submission cannot reach the grader's machinery, and so that a learner learns what a wrapper is.
 """
 from __future__ import annotations
 
 import ast
+import builtins
+import re
+from dataclasses import dataclass, field
 
-NAMES = {"get_ipython", "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "getattr",
-         "setattr", "delattr", "breakpoint", "__builtins__", "__loader__", "__spec__"}
-MODULES = {"IPython", "ipykernel", "jupyter_client", "jupyter_core", "nbclient", "zmq", "traitlets", "grader",
-           "gc", "ctypes", "cffi", "inspect", "importlib", "builtins", "unittest", "pickle", "marshal", "dill",
-           "code", "codeop", "runpy", "pdb", "bdb", "trace", "tracemalloc", "types", "site", "sitecustomize",
-           "faulthandler", "pytest"}
-ATTRIBUTES = {"modules", "meta_path", "path_hooks", "path_importer_cache", "settrace", "setprofile",
-              "f_globals", "f_locals", "f_back", "f_code", "gi_frame", "cr_frame", "tb_frame", "func_globals",
-              "input_transformers_post", "input_transformers_cleanup", "ast_transformers", "showtraceback",
-              "library", "ops", "overrides", "hub", "cpp_extension", "load_inline"}
-PRIVATE_OK = {"_exit"}
+MODULES = {"torch": "torch", "triton": "triton", "triton.language": "tl", "math": "math",
+           "dataclasses": "dataclasses", "typing": "typing"}
+TEMPLATE_NAMES = {"torch", "triton", "tl", "rt", "tcourse"}  # bound by the exercise's setup cell
+BUILTINS = {"print", "len", "range", "min", "max", "abs", "int", "float", "bool", "str", "tuple", "list", "dict",
+            "set", "zip", "enumerate", "isinstance", "round", "sum", "divmod", "pow", "sorted", "reversed", "any",
+            "all", "map", "filter", "iter", "next", "object", "super", "property", "staticmethod", "classmethod",
+            "Exception", "ValueError", "TypeError", "AssertionError", "NotImplementedError", "RuntimeError",
+            "IndexError", "KeyError", "ZeroDivisionError", "True", "False", "None"}
+KERNEL_BUILTINS = {"range", "min", "max", "len", "print", "int", "float", "isinstance", "True", "False", "None"}
+
+# Dotted paths under a module that host code may use (a trailing ".*" allows any public name below).
+MODULE_PATHS = {
+    "torch": {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
+              "arange", "tensor", "float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64",
+              "uint8", "bool", "float8_e4m3fn", "float8_e5m2", "device", "dtype", "Tensor", "Size", "finfo", "iinfo",
+              "cuda.is_available", "cuda.current_device", "cuda.get_device_capability", "cuda.synchronize",
+              "__version__"},
+    "triton": {"jit", "cdiv", "next_power_of_2", "autotune", "Config", "heuristics", "set_allocator", "__version__",
+               "tools.tensor_descriptor.TensorDescriptor", "language.*"},
+    "tl": {"*"}, "math": {"*"}, "dataclasses": {"dataclass", "field"}, "typing": {"*"},
+    "rt": {"device", "gpu", "pick", "interpret"},
+}
+# Attributes host code may read on values (tensors, ints, the learner's own objects, str/list/dict).
+VALUE_ATTRS = {
+    "shape", "dtype", "device", "stride", "size", "numel", "dim", "ndim", "is_contiguous", "element_size",
+    "data_ptr", "storage_offset", "is_cuda", "t", "T", "view", "reshape", "flatten", "unsqueeze", "squeeze",
+    "expand", "contiguous", "new_empty", "new_zeros", "new_full", "zero_", "fill_", "copy_", "clone", "to", "float",
+    "half", "item", "cuda", "cpu", "type", "index", "bit_length",
+    "append", "extend", "items", "keys", "values", "get", "pop", "setdefault", "update", "insert", "sort", "add",
+    "discard", "copy", "count", "join", "split", "strip", "startswith", "endswith", "replace", "upper", "lower",
+}
+INSTEAD = {
+    "format": "用 f-string（f\"{x}\"）代替 str.format", "format_map": "用 f-string 代替 str.format_map",
+    "getattr": "直接写 obj.name", "setattr": "直接写 obj.name = value", "open": "答案单元不需要读写文件",
+    "exec": "把代码直接写进单元", "eval": "把表达式直接写出来", "__import__": "用 import torch / import triton",
+    "globals": "直接用变量名", "vars": "直接用变量名", "locals": "直接用变量名", "numpy": "在 kernel 里用 tl.* 计算",
+}
+_BUILTIN_NAMES = set(dir(builtins))
+MAGIC = re.compile(r"^(\s*)%(time|timeit)\s+(.*)$")
 
 
-def _dunder_or_private(name: str) -> bool:
-    return name.startswith("_") and name not in PRIVATE_OK
+@dataclass
+class Audit:
+    refused: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # cell id -> source as it will run
 
 
-def audit_source(cell_id: str, src: str) -> list[str]:
-    """Reasons (Chinese, with the line) why this answer cell is refused; empty when it is fine."""
-    try:
-        tree = ast.parse(src)
-    except SyntaxError as e:
-        return [f"答案单元 {cell_id} 第 {e.lineno} 行不是合法的 Python（{e.msg}）：评分时答案单元只能是纯 Python，"
-                f"不能用 %magic 或 !shell 命令"]
-    found = []
+def _strip_magics(cell_id: str, src: str, notes: list[str]) -> tuple[str, list[str]]:
+    """``%time stmt`` / ``%timeit stmt`` -> ``stmt``; other IPython syntax is refused."""
+    out, bad = [], []
+    for i, ln in enumerate(src.splitlines(), 1):
+        m = MAGIC.match(ln)
+        if m:
+            out.append(m.group(1) + m.group(3))
+            notes.append(f"答案单元 {cell_id} 第 {i} 行的 %{m.group(2)} 在评分时被忽略（语句照常运行）")
+        elif ln.lstrip().startswith(("%", "!")):
+            bad.append(f"答案单元 {cell_id} 第 {i} 行是 IPython 命令（{ln.strip()[:40]}）：评分时答案单元只能是纯 Python，"
+                       "请把这一行挪到别的单元")
+            out.append("")
+        else:
+            out.append(ln)
+    return "\n".join(out), bad
 
-    def bad(node, what):
-        found.append(f"答案单元 {cell_id} 第 {getattr(node, 'lineno', '?')} 行：{what}")
 
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for m in mods:
-                if m.split(".")[0] in MODULES or any(_dunder_or_private(p) for p in m.split(".")):
-                    bad(node, f"不允许 import {m}")
-            if isinstance(node, ast.ImportFrom):
-                for a in node.names:
-                    if a.name in ATTRIBUTES or a.name in NAMES or _dunder_or_private(a.name) or a.name == "*":
-                        bad(node, f"不允许 from {node.module} import {a.name}")
+def _dotted(node: ast.AST) -> list[str] | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return [node.id] + parts[::-1]
+    return None
+
+
+def _path_ok(module: str, rest: list[str]) -> bool:
+    """Is ``module.rest...`` (or a prefix of an allowed path) in :data:`MODULE_PATHS`?"""
+    if any(p.startswith("_") and p != "__version__" for p in rest):
+        return False
+    allowed = MODULE_PATHS.get(module, set())
+    if "*" in allowed or not rest:
+        return True
+    dotted = ".".join(rest)
+    for a in allowed:
+        if a.endswith(".*") and (dotted + ".").startswith(a[:-1]):
+            return True
+        if dotted == a or a.startswith(dotted + "."):
+            return True
+    return False
+
+
+def _is_jit(deco: ast.AST) -> bool:
+    target = deco.func if isinstance(deco, ast.Call) else deco
+    return _dotted(target) in (["triton", "jit"], ["jit"])
+
+
+def _bound_names(tree: ast.AST) -> set[str]:
+    names = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif isinstance(n, ast.arg):
+            names.add(n.arg)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in n.names)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            names.add(n.name)
+    return names
+
+
+def _own_attrs(tree: ast.AST) -> set[str]:
+    """Attribute names the learner's own classes define (class body names, ``self.x = ...``)."""
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ClassDef):
+            for b in n.body:
+                if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out.add(b.name)
+                elif isinstance(b, ast.Assign):
+                    out.update(t.id for t in b.targets if isinstance(t, ast.Name))
+                elif isinstance(b, ast.AnnAssign) and isinstance(b.target, ast.Name):
+                    out.add(b.target.id)
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
+            out.add(n.attr)
+    return out
+
+
+class _Checker:
+    def __init__(self, cell_id: str, known: set[str], own_attrs: set[str], modules: dict[str, str]):
+        self.cell_id, self.known, self.own_attrs, self.modules = cell_id, known, own_attrs, modules
+        self.found: list[str] = []
+
+    def bad(self, node, what: str, instead: str = "") -> None:
+        tail = f"；{instead}" if instead else ""
+        self.found.append(f"答案单元 {self.cell_id} 第 {getattr(node, 'lineno', '?')} 行：{what}{tail}")
+
+    # --- host code ---------------------------------------------------------------------------
+    def host(self, tree: ast.Module) -> None:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_is_jit(d) for d in node.decorator_list):
+                self.kernel(node)
+        for node in self._walk_host(tree):
+            self.host_node(node)
+
+    def _walk_host(self, tree):
+        """Every node outside @triton.jit bodies."""
+        stack = [tree]
+        while stack:
+            n = stack.pop()
+            yield n
+            for c in ast.iter_child_nodes(n):
+                if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_is_jit(d) for d in c.decorator_list):
+                    for d in c.decorator_list:
+                        stack.append(d)
+                    continue
+                stack.append(c)
+
+    def host_node(self, node) -> None:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name not in MODULES:
+                    self.bad(node, f"不允许 import {a.name}", "答案单元只需要 torch、triton、triton.language、math")
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            for a in node.names:
+                full = f"{mod}.{a.name}"
+                if not ((mod in MODULES and a.name != "*" and _path_ok(MODULES[mod], [a.name]))
+                        or full in MODULES or full == "triton.tools.tensor_descriptor.TensorDescriptor"):
+                    self.bad(node, f"不允许 from {mod} import {a.name}", "用 import triton.language as tl 或 import torch")
+        elif isinstance(node, (ast.AsyncFunctionDef, ast.AsyncFor, ast.AsyncWith, ast.Await, ast.Yield, ast.YieldFrom)):
+            self.bad(node, "包装函数里不需要 async/yield", "写普通函数")
+        elif isinstance(node, ast.With):
+            self.bad(node, "答案单元里不需要 with 语句", "直接调用")
+        elif isinstance(node, ast.ClassDef):
+            for b in node.bases:
+                if _dotted(b) not in (["object"],):
+                    self.bad(node, f"类 {node.name} 只能是简单的配置类（不继承其他类）", "写成 class Cfg: 或 @dataclass")
+            for d in node.decorator_list:
+                if _dotted(d.func if isinstance(d, ast.Call) else d) not in (["dataclass"], ["dataclasses", "dataclass"]):
+                    self.bad(node, "类上只允许 @dataclass", "去掉别的装饰器")
+        elif isinstance(node, ast.FunctionDef):
+            if node.name.startswith("__") and node.name not in ("__init__", "__post_init__", "__repr__"):
+                self.bad(node, f"不允许定义特殊方法 {node.name}", "配置类只需要 __init__ 和普通方法")
+            for d in node.decorator_list:
+                if _dotted(d.func if isinstance(d, ast.Call) else d) not in (
+                        ["staticmethod"], ["property"], ["classmethod"], ["triton", "autotune"], ["triton", "heuristics"]):
+                    self.bad(node, "这个装饰器评分时不允许", "只用 @triton.jit（kernel）或不加装饰器")
         elif isinstance(node, ast.Name):
-            if node.id in NAMES:
-                bad(node, f"不允许使用 {node.id}")
-            elif node.id.startswith("__") or node.id.startswith("_tcourse"):
-                bad(node, f"不允许使用名字 {node.id}")
+            self.name(node, self.known | BUILTINS | TEMPLATE_NAMES | set(self.modules))
         elif isinstance(node, ast.Attribute):
-            if isinstance(node.ctx, (ast.Store, ast.Del)):
-                bad(node, f"不允许给属性 .{node.attr} 赋值或删除它（会改动 torch/triton/评分代码的行为）")
-            elif node.attr in ATTRIBUTES:
-                bad(node, f"不允许访问 .{node.attr}")
-            elif _dunder_or_private(node.attr):
-                bad(node, f"不允许访问私有或特殊属性 .{node.attr}")
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if node.name.startswith("__") and node.name != "__init__":
-                bad(node, f"不允许定义特殊方法 {node.name}")
-        elif isinstance(node, ast.Global):
-            bad(node, "不允许 global 语句")
-    return found
+            self.attribute(node, host=True)
+
+    def name(self, node: ast.Name, allowed: set[str]) -> None:
+        """A built-in outside :data:`BUILTINS` is refused; a name defined nowhere is only a NameError later."""
+        if isinstance(node.ctx, ast.Load) and node.id not in allowed and node.id != "__name__" and (
+                node.id in _BUILTIN_NAMES or node.id in INSTEAD):
+            self.bad(node, f"不允许使用 {node.id}", INSTEAD.get(node.id, "答案单元只能用自己定义的名字、torch/triton/tl/math 和常用内置函数"))
+        elif node.id.startswith("__") and node.id != "__name__":
+            self.bad(node, f"不允许使用名字 {node.id}", "用普通的变量名")
+
+    def attribute(self, node: ast.Attribute, host: bool) -> None:
+        if node.attr.startswith("__") and node.attr != "__version__" or (node.attr.startswith("_") and not host):
+            self.bad(node, f"不允许访问特殊或私有属性 .{node.attr}", "只用公开的属性，例如 x.shape、x.stride(0)、x.dtype、tl.float32")
+            return
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            root = _dotted(node)
+            if not host:
+                self.bad(node, "kernel 里不能给属性赋值", "用局部变量")
+            elif root is None or root[0] in self.modules or root[0] in TEMPLATE_NAMES or node.attr.startswith("_"):
+                self.bad(node, f"不允许给 .{node.attr} 赋值（会改动 torch/triton/评分代码的行为）",
+                         "只能给自己的配置对象的属性赋值")
+            return
+        path = _dotted(node)
+        if path is not None and (path[0] in self.modules or path[0] == "rt"):
+            mod = self.modules.get(path[0], path[0])
+            if not _path_ok(mod, path[1:]):
+                self.bad(node, f"不允许使用 {'.'.join(path)}", INSTEAD.get(path[-1], "答案单元只需要分配张量、读形状和 stride、"
+                                                                               "triton.cdiv / next_power_of_2 和启动 kernel"))
+            return
+        if host and node.attr not in VALUE_ATTRS | self.own_attrs:
+            self.bad(node, f"不允许使用 .{node.attr}", INSTEAD.get(node.attr, "包装函数只需要形状、stride、dtype、device 这类属性"))
+
+    # --- kernels -----------------------------------------------------------------------------
+    def kernel(self, fn: ast.FunctionDef) -> None:
+        local = _bound_names(fn) | {fn.name}
+        allowed = local | self.known | KERNEL_BUILTINS | {"tl", "triton", "math"}
+        body = [n for part in (*fn.body, *fn.args.defaults, *fn.args.kw_defaults) if part is not None
+                for n in ast.walk(part)]
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Import,
+                                 ast.ImportFrom, ast.Global, ast.Nonlocal, ast.With, ast.Try, ast.Delete, ast.Yield)):
+                self.bad(node, f"@triton.jit kernel {fn.name} 里不能写 {type(node).__name__}", "kernel 里只能写 Triton 代码")
+            elif isinstance(node, ast.Name):
+                if node.id in ("getattr", "hasattr", "setattr", "eval", "exec", "open", "globals", "vars"):
+                    self.bad(node, f"kernel {fn.name} 里不允许使用 {node.id}", "kernel 里直接写 tl.xxx 或变量名")
+                else:
+                    self.name(node, allowed)
+            elif isinstance(node, ast.Attribute):
+                path = _dotted(node)
+                if path and path[0] == "triton" and len(path) > 1 and path[1] != "language":
+                    self.bad(node, f"kernel {fn.name} 里不允许使用 {'.'.join(path)}", "kernel 里用 tl.*")
+                else:
+                    self.attribute(node, host=False)
 
 
-def audit(cells: dict[str, str]) -> list[str]:
-    """Every reason, over all answer cells (cell id -> source)."""
-    return [r for cid, src in cells.items() for r in audit_source(cid, src)]
+def audit(cells: dict[str, str], template_names: set[str] = frozenset()) -> Audit:
+    """Check every answer cell (cell id -> source); ``sources`` holds the code as it will run.
+
+    ``template_names``: names the exercise's own setup and given cells define (the spec, ``rt``...)."""
+    out = Audit()
+    trees = {}
+    for cid, src in cells.items():
+        src, bad = _strip_magics(cid, src, out.notes)
+        out.refused += bad
+        out.sources[cid] = src
+        try:
+            trees[cid] = ast.parse(src)
+        except SyntaxError as e:
+            out.refused.append(f"答案单元 {cid} 第 {e.lineno} 行不是合法的 Python（{e.msg}）")
+    known = set().union(*(_bound_names(t) for t in trees.values())) if trees else set()
+    own = set().union(*(_own_attrs(t) for t in trees.values())) if trees else set()
+    modules = {}
+    for t in trees.values():
+        for n in ast.walk(t):
+            if isinstance(n, ast.Import):
+                for a in n.names:
+                    if a.name in MODULES:
+                        modules[a.asname or a.name.split(".")[0]] = MODULES[a.name] if a.asname else a.name.split(".")[0]
+            elif isinstance(n, ast.ImportFrom) and f"{n.module}.{n.names[0].name}" in MODULES:
+                for a in n.names:
+                    modules[a.asname or a.name] = MODULES.get(f"{n.module}.{a.name}", a.name)
+    modules.update({"torch": "torch", "triton": "triton", "tl": "tl", "math": "math"})
+    for cid, tree in trees.items():
+        ck = _Checker(cid, (known | set(template_names)) - set(modules), own, modules)
+        ck.host(tree)
+        out.refused += ck.found
+    return out

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import nbformat
 
-from . import registry, source
+from . import registry, safeio, source
 
 MAX_CELL_CHARS = 200_000
+MAX_NOTEBOOK_BYTES = 20 << 20
 
 
 class Unusable(ValueError):
@@ -28,17 +29,19 @@ class Submission:
     exercise: str
     solution_cells: dict[str, str]  # cell id -> source
     notes: list[str] = field(default_factory=list)
+    declared: str | None = None     # metadata.tcourse.exercise as the notebook says it
 
 
 def load(path: Path, exercise: str | None = None) -> Submission:
     """Read a submitted notebook without trusting it; raise :class:`Unusable` with a one-line reason."""
     try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise Unusable(f"cannot read {path}: {e.strerror}") from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        raw = safeio.read_bytes(path, MAX_NOTEBOOK_BYTES)
+        text = raw.decode("utf-8")
+        safeio.check_depth(text)
+        data = json.loads(text)
+    except safeio.Untrusted as e:
+        raise Unusable(f"{path.name}: {e}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise Unusable(f"{path.name} is not a notebook (not valid UTF-8 JSON)") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise Unusable(f"{path.name} is not a notebook (no 'cells' list)")
@@ -48,9 +51,9 @@ def load(path: Path, exercise: str | None = None) -> Submission:
     mismatch = exercise and tmeta.get("exercise") not in (None, exercise)
     if not isinstance(ex, str) or not ex:
         raise Unusable(f"{path.name} has no metadata.tcourse.exercise: not a course exercise notebook (or pass --exercise)")
-    if ex not in registry.EXERCISES:
-        raise Unusable(f"unknown exercise {ex!r} in {path.name} (see: python -m grader list)")
-    if registry.EXERCISES[ex].written:
+    if ex not in registry.exercises():
+        raise Unusable(f"unknown exercise {str(ex)[:60]!r} in {path.name} (see: python -m grader list)")
+    if registry.get(ex).written:
         raise Unusable(f"{ex} is a written exercise: it is not auto-graded (model answer in solutions/{ex}.ipynb)")
     wanted = {c.id for c in source.parse(source.SRC_DIR / f"{ex}.py") if c.role == "solution"}
     cells, notes = {}, []
@@ -66,40 +69,48 @@ def load(path: Path, exercise: str | None = None) -> Submission:
         if len(src) > MAX_CELL_CHARS:
             notes.append(f"单元 {cid} 超过 {MAX_CELL_CHARS} 个字符，用模板代替")
             continue
+        try:
+            src.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Unusable(f"{path.name}: answer cell {cid} is not valid Unicode text (a lone surrogate escape)") from None
         if cid in cells:
             notes.append(f"单元 {cid} 出现了不止一次，只用第一个")
             continue
         cells[cid] = src
     for cid in sorted(wanted - cells.keys()):
         notes.append(f"找不到答案单元 {cid}（被删除或改了 id？），用模板里的空白版本代替")
+    declared = tmeta.get("exercise") if isinstance(tmeta.get("exercise"), str) else None
     if mismatch:
-        notes.insert(0, f"这个笔记本的元数据写的是 {str(tmeta.get('exercise'))[:40]}，按 --exercise {ex} 评分")
-    return Submission(path, ex, cells, notes)
+        notes.insert(0, f"练习不符：这个笔记本的元数据写的是 {str(declared)[:40]}，但它是按 --exercise {ex} 评分的"
+                        "（答案单元按这个练习的单元 id 查找）")
+    return Submission(path, ex, cells, notes, declared)
 
 
-def graded_notebook(sub: Submission, case_ids: list[str], key_hex: str = "") -> nbformat.NotebookNode:
-    """Template cells, the student's answers, one harness cell per case.
+def template_names(exercise_id: str) -> set[str]:
+    """Names the exercise's own setup and given cells bind (the answer cells may use them)."""
+    import ast
 
-    Right before the first answer cell comes a trusted cell that imports the harness and arms it with
-    the run's sealing key: it runs before any student code, so the key never appears in a cell the
-    student's code could see or rewrite, and the harness binds its helpers before they can be patched.
-    """
+    names = set()
+    for c in source.parse(source.SRC_DIR / f"{exercise_id}.py"):
+        if c.kind == "code" and c.role in ("setup", "given"):
+            for n in ast.walk(ast.parse(source.render(c.text, False))):
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+                    names.add(n.name)
+                elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    names.add(n.id)
+    return names
+
+
+def graded_notebook(sub: Submission, answers: dict[str, str], case_ids: list[str]) -> nbformat.NotebookNode:
+    """Template cells, the learner's answers (as the policy let them run), one harness cell per case."""
     template = source.notebook(sub.exercise, solution=False)
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    armed = False
     for cell in template.cells:
         role = cell.metadata.get("tcourse", {}).get("role")
         if cell.cell_type != "code" or role not in source.GRADED_ROLES:
             continue
-        if role == "solution" and not armed:
-            arm = nbformat.v4.new_code_cell(f"import grader.harness\ngrader.harness.arm({key_hex!r})")
-            arm["id"] = "harness-arm"
-            arm.metadata["tcourse"] = {"role": "given"}
-            nb.cells.append(arm)
-            armed = True
-        new = nbformat.v4.new_code_cell(sub.solution_cells.get(cell["id"], cell.source) if role == "solution"
-                                        else cell.source)
+        new = nbformat.v4.new_code_cell(answers.get(cell["id"], cell.source) if role == "solution" else cell.source)
         new["id"] = cell["id"]
         new.metadata["tcourse"] = {"role": role}
         nb.cells.append(new)
@@ -109,3 +120,12 @@ def graded_notebook(sub: Submission, case_ids: list[str], key_hex: str = "") -> 
         cell.metadata["tcourse"] = {"role": "harness", "case": cid}
         nb.cells.append(cell)
     return nb
+
+
+def answer_sources(sub: Submission, answers: dict[str, str]) -> list[str]:
+    """The code of every answer cell in template order (the learner's where given, else the stub)."""
+    out = []
+    for cell in source.notebook(sub.exercise, solution=False).cells:
+        if cell.metadata.get("tcourse", {}).get("role") == "solution":
+            out.append(answers.get(cell["id"], cell.source))
+    return out

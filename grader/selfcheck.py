@@ -1,46 +1,86 @@
-"""Quick feedback inside the learner's notebook: a few public cases, judged like the grader judges.
+"""Quick feedback inside the learner's notebook: the public cases, judged like the grader judges.
 
     from grader import selfcheck
     selfcheck.check("ex01_axpy", globals())
 
-This runs in the learner's own kernel (so it is only a hint, not a grade): same inputs machinery,
-same guard regions, same messages as ``python -m grader check``, fewer and fixed cases.
+This runs in the learner's own kernel, so it is a hint, not a grade: the same inputs machinery,
+guard regions and messages as ``python -m grader check``, and on the CPU the same replay of the
+launches on fresh inputs with the memory check and a shuffled program order — but only the public
+cases, with a fixed seed. The grader adds hidden sizes drawn from a secret seed.
 """
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
 
-from . import compare, harness, registry
-from .plan import make_plan
+from . import compare, harness, plan, registry
 
 PUBLIC_SEED = 12345
 
 
-def public_cases(exercise_id: str, device: str) -> list[int]:
-    """Indices of the cases the self-check runs: every other CPU case (the grader runs all, fresh seed)."""
-    cases = registry.get(exercise_id).cases_for(device)
-    return [i for i, c in enumerate(cases) if not c.gpu_only and i % 2 == 0]
+def public_cases(exercise_id: str, device: str):
+    return [c for c in registry.get(exercise_id).cases_for(device, PUBLIC_SEED) if c.public and not c.gpu_only]
 
 
-def check(exercise_id: str, namespace: dict) -> bool:
+def _kernels(namespace: dict) -> dict:
+    from triton.runtime.jit import JITFunction
+
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover
+        InterpretedFunction = JITFunction
+    return {k: v for k, v in namespace.items() if isinstance(v, (JITFunction, InterpretedFunction))}
+
+
+def check(exercise_id: str, namespace: dict) -> None:
     from tcourse.runtime import current
+
+    from .replay import Guard, Replayer
 
     device = current().device
     ex = registry.get(exercise_id)
-    keep = {f"c{i:02d}" for i in public_cases(exercise_id, device)}
     with tempfile.TemporaryDirectory(prefix="tcourse-selfcheck-") as tmp:
-        wd = Path(tmp)
-        _, planned = make_plan(ex, device, PUBLIC_SEED, wd, only_cpu=True)
-        results = []
-        for pc in planned:
-            if pc.id not in keep:
-                continue
-            harness.run_case(namespace, pc.id, str(wd))
-            results.append(compare.judge(ex, pc, wd, device))
+        root = Path(tmp)
+        for sub in ("work", "replay", "replay/out"):
+            (root / sub).mkdir()
+        planned = plan.make_plan(ex, public_cases(exercise_id, device), PUBLIC_SEED, root / "work", device)
+        plan.write_replay(ex, planned, root / "replay", device, PUBLIC_SEED)
+        guard = Guard() if device != "cuda" else None
+        uninstall = guard.install() if guard else None
+        try:
+            rp = Replayer(root, device, _kernels(namespace), guard)
+            results = []
+            for pc, entry in zip(planned, _entries(root)):
+                harness.run_case(namespace, pc.id, str(root / "work"))
+                if pc.case.mode == "tensor":
+                    _replay_one(rp, entry, root)
+                results.append(compare.judge(ex, pc, root / "work", root / "replay" / "out", device))
+        finally:
+            if uninstall:
+                uninstall()
     ok = all(r.status == "passed" for r in results)
     for r in results:
         print(f"{'✔' if r.status == 'passed' else '✘'} {r.name}: {r.message}")
     print("自检通过（提交后评分器还会用没见过的形状和新的随机输入再测一遍）。" if ok else
           "自检没有通过：先看上面第一条 ✘ 的提示。")
-    return ok
+
+
+def _entries(root: Path) -> list[dict]:
+    import json
+
+    return json.loads((root / "replay" / "plan.json").read_text(encoding="utf-8"))["cases"]
+
+
+def _replay_one(rp, entry: dict, root: Path) -> None:
+    import json
+
+    from .replay import BadLog, _error_text
+    from .safeio import Untrusted
+
+    try:
+        rec = rp.tensor_case(entry)
+    except (BadLog, Untrusted) as e:
+        rec = {"bad_log": str(e)}
+    except Exception as e:  # reported like the grader reports it
+        rec = {"error": _error_text(e)}
+    (root / "replay" / "out" / f"{entry['id']}.json").write_text(json.dumps(rec), encoding="utf-8")

@@ -16,7 +16,9 @@ A source is a Python file in the percent format::
 
 Code cell roles (``metadata.tcourse.role``): ``setup`` (the tcourse setup cell), ``given`` (spec and
 helpers the grader runs as written), ``solution`` (the student's cells: only these are taken from a
-submission, matched by cell id), ``selfcheck`` and ``demo`` (run by the learner, left out of grading).
+submission, matched by cell id), ``selfcheck`` and ``demo`` (run by the learner, left out of grading), ``grading`` (the exercise's
+cases, tolerances and reference, run only by the grader's own process: never put into a notebook,
+see :mod:`grader.spec`).
 Between ``### BEGIN SOLUTION`` and ``### STUB`` is the answer, between ``### STUB`` and ``### END
 SOLUTION`` what the student notebook shows instead (the markers keep their indentation).
 """
@@ -29,8 +31,9 @@ from pathlib import Path
 import nbformat
 
 SRC_DIR = Path(__file__).resolve().parent / "exercise_src"
-ROLES = ("setup", "given", "solution", "selfcheck", "demo")
+ROLES = ("setup", "given", "solution", "selfcheck", "demo", "grading")
 GRADED_ROLES = ("setup", "given", "solution")
+_ID = re.compile(r"^(ex|dr)\d\d_\w+$")  # exNN_* exercises, drNN_* drills
 _HEADER = re.compile(r"^# %%(?: \[(markdown)\])?((?: \w+=[\w\-]+)*)\s*$")
 
 
@@ -104,8 +107,13 @@ def notebook(exercise_id: str, solution: bool) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.metadata["tcourse"] = {"exercise": exercise_id, "kind": "solution" if solution else "exercise"}
     for c in parse(path):
+        if c.role == "grading":
+            continue
         if c.kind == "markdown":
-            cell = nbformat.v4.new_markdown_cell(render(c.text, solution))
+            text = render(c.text, solution)
+            if solution and not nb.cells and text.startswith("# "):  # the solution page's own title
+                text = "# 参考答案 · " + text[2:]
+            cell = nbformat.v4.new_markdown_cell(text)
         else:
             cell = nbformat.v4.new_code_cell(render(c.text, solution))
             cell.metadata["tcourse"] = {"role": c.role}
@@ -115,4 +123,4 @@ def notebook(exercise_id: str, solution: bool) -> nbformat.NotebookNode:
 
 
 def exercise_ids() -> list[str]:
-    return sorted(p.stem for p in SRC_DIR.glob("ex*.py"))
+    return sorted(p.stem for p in SRC_DIR.glob("*.py") if _ID.match(p.stem))

@@ -14,8 +14,9 @@ as it goes.
   (:mod:`grader.kernel_io`): a flood would otherwise arrive as one message, parsed whole.
 - A harness cell that kills the kernel, loses the CUDA context (``CudaContextLost``) or times out
   gets a fresh kernel for the next case: template and answer cells run again, then the remaining
-  cases (at most ``MAX_RESTARTS`` times per submission). A timed-out kernel may not answer the
-  interrupt at all (a GPU kernel that never ends, a long C call), so it is not reused.
+  cases. Timeouts are per case and never cascade; the grader's whole-submission budget bounds the
+  number of restarts. A timed-out kernel may not answer the interrupt at all (a GPU kernel that
+  never ends, a long C call), so it is not reused.
 - A watchdog kills the kernel when the resident memory of its process tree passes the limit.
 - The worker is a child subreaper: whatever the student's code forks, even a double-forked daemon,
   stays its descendant and is killed with the kernel.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import resource
 import sys
 import threading
@@ -37,7 +39,6 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from . import procs
 
 STOP_ON_ERROR = ("setup", "given", "solution")  # nothing after them can work
-MAX_RESTARTS = 2
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -49,9 +50,19 @@ class QuietClient(NotebookClient):
     def output(self, outs, msg, display_id, cell_index):  # noqa: D102
         return None
 
+    kernel_uid: int | None = None  # the uid isolation: the kernel must be able to read its connection file
+
     def create_kernel_manager(self):  # noqa: D102
         km = super().create_kernel_manager()
         km.transport, km.ip, km.connection_file = "ipc", self.ipc_prefix, self.ipc_prefix + ".json"
+        uid = self.kernel_uid
+        if uid is not None:
+            write = km.write_connection_file
+
+            def write_and_hand_over(**kw):
+                write(**kw)
+                os.chown(km.connection_file, uid, uid)
+            km.write_connection_file = write_and_hand_over
         return km
 
 
@@ -121,6 +132,7 @@ def _session(nb, cells, root: Path, cell_timeout: float, log, record_prelude: bo
         error_on_timeout={"ename": "CellTimeout", "evalue": f"cell ran longer than {cell_timeout:g} s", "traceback": []},
     )
     client.ipc_prefix = str(root / "rt" / f"k{n}")
+    client.kernel_uid = json.loads((root / "ctl" / "isolation.json").read_text(encoding="utf-8")).get("uid")
     env = json.loads((root / "ctl" / "kernel_env.json").read_text(encoding="utf-8"))  # written by grader.sandbox
     try:
         with client.setup_kernel(env=env):
@@ -165,13 +177,13 @@ def main(root: str, cell_timeout: float, device: str, mem_limit_mb: float) -> in
     dog = Watchdog(mem_limit_mb)
     dog.start()
     with open(rootp / "ctl" / "status.jsonl", "a", encoding="utf-8") as log:
-        for n in range(MAX_RESTARTS + 1):
+        n = 0
+        while todo:
             stop_at = _session(nb, prelude + todo, rootp, cell_timeout, log, n == 0, dog, n)
             if stop_at is None:
                 break
             todo = [i for i in todo if i > stop_at]
-            if not todo:
-                break
+            n += 1
     dog.stop()
     (rootp / "ctl" / "worker_peak.json").write_text(json.dumps({
         "kernel_peak_rss_mb": round(dog.peak_mb, 1),

@@ -7,7 +7,9 @@ The Quarto site renders with execution off, so the appendix cannot compute its t
 time: this script turns ``results/h200/*.json`` (the ``tcourse.recorded`` format
 ``{"name", "meta": {device, date, torch, triton, driver, ...}, "data": ...}``, or any other JSON
 document such as the benchmark suite's) into markdown that ``appendix_h200.qmd`` includes.
-Plots saved next to the JSON files (``*.png``/``*.svg``) are shown too. Run it after recording,
+Each file is summarised (at most MAX_ROWS rows of MAX_COLS columns, nested data one level deep) and
+linked: the JSON files are copied into the site (``project.resources``), so the full data is one click
+away. Plots saved next to the JSON files (``*.png``/``*.svg``) are shown too. Run it after recording,
 then ``quarto render``. The output depends only on the files' contents (sorted, no timestamps),
 so tests/test_site.py can check that it is in sync.
 """
@@ -24,7 +26,9 @@ OUTPUT = ROOT / "site-assets" / "_h200_results.md"
 
 ENV_KEYS = ("device", "capability", "sm_count", "driver", "date", "python", "torch", "triton", "numpy")
 ENV_HEADERS = ("设备", "compute capability", "SM", "driver", "日期", "python", "torch", "triton", "numpy")
-MAX_ROWS = 200          # longer tables are cut, with a note pointing at the JSON file
+MAX_ROWS = 12           # longer tables are cut, with a note pointing at the JSON file
+MAX_COLS = 8            # wider tables keep their first columns, with the same note
+SUMMARY_COLS = ("family", "case", "baseline", "unit", "ours", "torch", "speedup", "target", "met")
 MAX_LIST_IN_CELL = 8    # longer lists inside a cell are summarised
 MAX_TEXT_IN_CELL = 60   # longer text (captured source code, logs) is cut, with its length
 
@@ -111,29 +115,38 @@ def is_simple(v) -> bool:
     return False
 
 
-def table(rows: list[dict], source: str) -> list[str]:
-    cols = columns_of(rows)
+def table(rows: list[dict], source: str, max_rows: int = MAX_ROWS) -> list[str]:
+    all_cols = columns_of(rows)
+    scalar = [c for c in all_cols if all(is_scalar(r.get(c)) for r in rows)]
+    cols = (scalar + [c for c in all_cols if c not in scalar])[:MAX_COLS]
     lines = ["| " + " | ".join(fmt(c) for c in cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows[:MAX_ROWS]:
+    for r in rows[:max_rows]:
         lines.append("| " + " | ".join(fmt(r.get(c)) for c in cols) + " |")
-    if len(rows) > MAX_ROWS:
-        lines += ["", f"（只显示前 {MAX_ROWS} 行，共 {len(rows)} 行：完整数据见 `{source}`。）"]
+    cut = [f"{len(rows)} 行中的前 {max_rows} 行"] if len(rows) > max_rows else []
+    cut += [f"{len(all_cols)} 列中的 {len(cols)} 列"] if len(all_cols) > len(cols) else []
+    if cut:
+        lines += ["", f"（只显示{'、'.join(cut)}：完整数据见 [{source}]({source})。）"]
     return lines
 
 
 def render_data(data, source: str, depth: int = 0) -> list[str]:
+    if isinstance(data, dict) and isinstance(data.get("summary"), list) and all(isinstance(r, dict) for r in data["summary"]):
+        rows = [{c: r.get(c) for c in SUMMARY_COLS if c in r} for r in data["summary"]]
+        rest = [k for k in data if k != "summary" and not is_scalar(data[k])]
+        return (table(rows, source, max_rows=len(rows))
+                + (["", "其余字段（" + "、".join(f"`{fmt(k)}`" for k in rest) + f"）见 [{source}]({source})。"] if rest else []))
     rows = as_rows(data)
     if rows is not None:
         return table(rows, source)
-    if isinstance(data, dict) and data and depth < 2:   # mixed record: simple fields first, then one table per key
+    if isinstance(data, dict) and data and depth < 1:   # mixed record: simple fields first, then one table per key
         simple = {k: v for k, v in data.items() if is_simple(v)}
         out: list[str] = table(as_rows(simple), source) if simple else []
         for k, v in data.items():
             if k not in simple:
                 out += ["", f"**{fmt(k)}**", ""] + render_data(v, source, depth + 1)
         return out
-    text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True)
-    return ["```json", text, "```"]
+    size = len(data) if isinstance(data, (list, dict)) else 1
+    return [f"（嵌套数据，{size} 项：见 [{source}]({source})。）"]
 
 
 def split_doc(doc) -> tuple[str | None, dict, object]:
@@ -173,15 +186,18 @@ def render(results_dir: Path = RESULTS_DIR, root: Path = ROOT) -> str:
     for p, name, meta, _ in docs:
         envs.setdefault(env_row(meta), []).append(p.name)
     out += ["### 录制环境", "", f"下面的 {len(docs)} 个结果文件来自这些环境（同一环境的文件合并为一行）：", "",
-            "| " + " | ".join(ENV_HEADERS) + " | 文件 |", "|" + "---|" * (len(ENV_HEADERS) + 1)]
-    for row, names in sorted(envs.items()):
-        out.append("| " + " | ".join(row) + " | " + ", ".join(f"`{n}`" for n in names) + " |")
+            "| 环境 | " + " | ".join(ENV_HEADERS) + " | 文件数 |", "|" + "---|" * (len(ENV_HEADERS) + 2)]
+    for i, (row, names) in enumerate(sorted(envs.items()), 1):
+        out.append(f"| {i} | " + " | ".join(row) + f" | {len(names)} |")
+    out.append("")
+    for i, (row, names) in enumerate(sorted(envs.items()), 1):
+        out.append(f"- 环境 {i}：" + "、".join(f"`{n}`" for n in names))
     out.append("")
 
     out += ["### 结果", ""]
     for p, name, meta, data in docs:
         label = " · ".join(f"{k} {fmt(meta[k])}" for k in ENV_KEYS if meta.get(k) is not None)
-        out += [f"#### {fmt(name)}", "", f"来源：`{rel(p)}`" + (f"；{label}" if label else ""), ""]
+        out += [f"#### {fmt(name)}", "", f"来源：[{rel(p)}]({rel(p)})" + (f"；{label}" if label else ""), ""]
         out += render_data(data, rel(p)) + [""]
 
     if plots:

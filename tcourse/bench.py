@@ -200,3 +200,34 @@ def hbm_ceiling_gbs() -> float:
         _CEILING["hbm"] = 2 * src.numel() * 4 / (t.median_ms * 1e-3) / 1e9
         del src, dst
     return _CEILING["hbm"]
+
+
+def memory_ceilings() -> dict:
+    """The HBM ceiling a memory-bound kernel is compared with, and the two measurements behind it (GB/s).
+
+    A copy moves as many bytes each way; a kernel that mostly reads (AXPY reads two bytes for each one
+    it writes) can beat it, because the memory spends less time turning between reads and writes.
+    So the ceiling is the best of a 1 GiB copy and a 1 GiB read-only reduction (``torch.sum``), both
+    timed on the GPU alone with L2 emptied by a read (``gpu_samples(flush="read")``: no dirty lines
+    left to write back, no host time). A kernel timed with do_bench, whose memset leaves dirty L2
+    lines behind, should land at or below it.
+    """
+    _require_gpu()
+    if "memory" not in _CEILING:
+        import torch
+
+        src = torch.empty(2**28, dtype=torch.float32, device="cuda")
+        dst = torch.empty_like(src)
+        nbytes = src.numel() * 4
+        copy = Timing.from_samples(gpu_samples(lambda: dst.copy_(src), flush="read"))
+        read = Timing.from_samples(gpu_samples(lambda: src.sum(), flush="read"))
+        del src, dst
+        rates = {"copy_gbs": 2 * nbytes / (copy.median_ms * 1e-3) / 1e9,
+                 "read_gbs": nbytes / (read.median_ms * 1e-3) / 1e9}
+        _CEILING["memory"] = {**rates, "ceiling_gbs": max(rates.values())}
+    return dict(_CEILING["memory"])
+
+
+def memory_ceiling_gbs() -> float:
+    """``memory_ceilings()["ceiling_gbs"]``: best of copy and read-only reduction, L2 emptied, GPU time."""
+    return memory_ceilings()["ceiling_gbs"]

@@ -53,9 +53,9 @@ class CompileReport:
     def summary(self) -> str:
         regs = "?" if self.registers is None else self.registers
         spills = "?" if self.spills is None else self.spills
-        fit = "fits" if self.fits_sm90 else "DOES NOT FIT"
-        return (f"{self.name}: num_warps={self.num_warps} num_stages={self.num_stages}  registers/thread={regs}  "
-                f"spill bytes={spills}  shared={self.shared_bytes} B ({fit} in sm_90's {H100_SMEM_LIMIT} B)")
+        fit = "放得下" if self.fits_sm90 else "放不下"
+        return (f"{self.name}: num_warps={self.num_warps} num_stages={self.num_stages}  每线程寄存器={regs}  "
+                f"溢出字节={spills}  共享内存={self.shared_bytes} B（sm_90 上限 {H100_SMEM_LIMIT} B：{fit}）")
 
 
 def _nvidia_bin(name: str) -> str:
@@ -63,7 +63,7 @@ def _nvidia_bin(name: str) -> str:
 
     p = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
     if not p.exists():
-        raise FileNotFoundError(f"{name} is not in this Triton wheel ({p})")
+        raise FileNotFoundError(f"这个 Triton wheel 里没有 {name}（{p}）")
     return str(p)
 
 
@@ -118,11 +118,12 @@ def _repair_language_modules() -> int:
 
 
 @contextlib.contextmanager
-def real_compiler():
+def real_compiler(kernel_globals: dict | None = None):
     """Inside the block Triton's compiler sees compiled library kernels and pristine builtins.
 
     With TRITON_INTERPRET=1, Triton's own library kernels (``tl.max``, ``tl.sum``, ``tl.cdiv``...)
-    were created as ``InterpretedFunction``; they are swapped for ``JITFunction`` for the compile.
+    were created as ``InterpretedFunction``; they are swapped for ``JITFunction`` for the compile,
+    and so are the ``@triton.jit`` helpers in ``kernel_globals`` (the kernel's module namespace).
     """
     import triton
     from triton.runtime.interpreter import InterpretedFunction
@@ -142,6 +143,10 @@ def real_compiler():
                     compiled[val.fn] = JITFunction(val.fn, **getattr(val, "kwargs", {}))
                 swapped.append((mod, attr, val))
                 setattr(mod, attr, compiled[val.fn])
+    helpers = [(k, v) for k, v in (kernel_globals or {}).items() if isinstance(v, InterpretedFunction)]
+    for attr, val in helpers:
+        compiled.setdefault(val.fn, JITFunction(val.fn, **getattr(val, "kwargs", {})))
+        kernel_globals[attr] = compiled[val.fn]
     triton.knobs.runtime.interpret = False
     try:
         yield
@@ -149,6 +154,8 @@ def real_compiler():
         triton.knobs.runtime.interpret = True
         for mod, attr, val in swapped:
             setattr(mod, attr, val)
+        for attr, val in helpers:
+            kernel_globals[attr] = val
 
 
 def _arg_type(value) -> str:
@@ -187,6 +194,7 @@ def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, cap
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    from triton.experimental.gluon._runtime import GluonASTSource  # in triton.experimental.gluon from 3.9 on
     from triton.runtime.jit import JITFunction
 
     fn = kernel if isinstance(kernel, JITFunction) else JITFunction(getattr(kernel, "fn", kernel))
@@ -203,8 +211,9 @@ def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, cap
     signature = {n: "constexpr" if n in constants else _arg_type(values[n]) for n in fn.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
              if n in values and n not in constants and _divisible_by_16(values[n])}
-    src = ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs)
-    with real_compiler():
+    source = GluonASTSource if fn.is_gluon() else ASTSource  # a @gluon.jit kernel keeps its explicit layouts
+    src = source(fn=fn, signature=signature, constexprs=constants, attrs=attrs)
+    with real_compiler(fn.fn.__globals__):
         k = triton.compile(src, target=GPUTarget("cuda", capability, 32),
                            options={"num_warps": num_warps, "num_stages": num_stages})
     regs, spills = _resource_usage(k.asm["cubin"])

@@ -13,6 +13,7 @@ import nbformat
 
 NB_META_KEYS = {"kernelspec", "language_info", "tcourse"}  # tcourse: recording label, exercise identity
 CELL_META_KEYS = {"tags", "tcourse"}
+LANGUAGE_INFO = {"name": "python"}  # no version: it differs between machines (tcourse.labserver fills it in the lab)
 _ID = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
 
 
@@ -20,7 +21,7 @@ def normalize(nb: nbformat.NotebookNode, stem: str) -> nbformat.NotebookNode:
     nb.nbformat, nb.nbformat_minor = 4, 5
     nb.metadata = {k: v for k, v in nb.metadata.items() if k in NB_META_KEYS}
     nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["language_info"] = dict(LANGUAGE_INFO)
     seen = set()
     for i, cell in enumerate(nb.cells):
         cid = cell.get("id")

@@ -1,5 +1,9 @@
 """One notebook, two machines: decide GPU or CPU interpreter *before* Triton is imported.
 
+``@triton.jit`` reads ``TRITON_INTERPRET`` when the decorator runs, and Triton's own library functions
+(``tl.sum``, ``tl.cdiv``, ...) are ``@triton.jit`` functions decorated by ``import triton``: switched on
+later, the interpreter cannot call them (checked in Triton 3.6, 3.8, 3.9).
+
 Every notebook starts with::
 
     import tcourse
@@ -118,7 +122,7 @@ def _gpu_available(force: str) -> bool:
 
     ok = torch.cuda.is_available()
     if force == "cuda" and not ok:
-        raise SetupError("TCOURSE_DEVICE=cuda, but torch.cuda.is_available() is False on this machine")
+        raise SetupError("设置了 TCOURSE_DEVICE=cuda，但这台机器上 torch.cuda.is_available() 为 False")
     return ok
 
 
@@ -140,21 +144,24 @@ def _gpu_info() -> GPUInfo:
 
 
 def known_bad(mode: str, v: dict[str, str], interpreter_after_import: bool) -> list[str]:
-    """Version and ordering combinations known to give wrong results or errors."""
+    """Version and ordering combinations known to give wrong results or errors (messages in Chinese)."""
     out = []
     if interpreter_after_import:
         out.append(
-            "triton was imported before tcourse.setup(): TRITON_INTERPRET must be set before "
-            "`import triton`, or kernels compile for a GPU that is not there. Restart the kernel "
-            "and run the first cell first."
+            "triton 在 tcourse.setup() 之前已被 import：TRITON_INTERPRET 必须在 import triton 之前设置。"
+            "你的 kernel 在 @triton.jit 执行时决定走编译还是解释器，但 tl.sum、tl.max、tl.cdiv 等库函数本身也是 "
+            "@triton.jit 函数，在 import triton 时就已按 GPU 装饰；之后再打开解释器，用到它们的 kernel 会报 "
+            "\"Cannot call @triton.jit'd outside of the scope of a kernel\"（Triton 3.6、3.8、3.9 实测）。"
+            "请重启 kernel，先运行第一个单元。"
         )
     if mode == "cpu":
-        out.append("bf16 under the interpreter is silently wrong (tl.dot and elementwise): bf16 cells are GPU-only here.")
+        out.append("解释器下的 bf16 结果是错的且不报错（tl.dot 和逐元素运算都是）：本课的 bf16 单元只在 GPU 上运行。")
         tri, npv = versions.parse(v.get("triton", "0")), versions.parse(v.get("numpy", "0"))
-        if tri < versions.parse("3.7") and npv >= versions.parse("2.4"):
+        if tri < versions.parse("3.8") and npv >= versions.parse("2.4"):
             out.append(
-                f"triton {v['triton']} interpreter with numpy {v['numpy']} (>= 2.4) breaks loops with tensor "
-                "bounds (`for k in range(0, tl.cdiv(K, BLOCK_K))` -> TypeError). Use numpy<2.4 or triton>=3.9."
+                f"triton {v['triton']} 的解释器配 numpy {v['numpy']}（>= 2.4）时，上界是张量的循环"
+                "（`for k in range(0, tl.cdiv(K, BLOCK_K))`）抛 TypeError（实测 3.6.0 出错，3.8.0 和 3.9.0 正常）。"
+                "请用 numpy<2.4，或 triton>=3.8。"
             )
     return out
 
@@ -167,7 +174,7 @@ def setup(quiet: bool = False) -> Runtime:
     global _RUNTIME
     force = os.environ.get("TCOURSE_DEVICE", "auto").lower()
     if force not in ("auto", "cpu", "cuda"):
-        raise SetupError(f"TCOURSE_DEVICE must be auto, cpu or cuda, not {force!r}")
+        raise SetupError(f"TCOURSE_DEVICE 只能是 auto、cpu 或 cuda，而不是 {force!r}")
     if os.environ.get("TRITON_INTERPRET") == "1" and force == "auto":
         force = "cpu"
     # Checked before torch loads: "the learner imported triton before the interpreter was switched on".

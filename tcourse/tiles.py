@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.patches import Rectangle
 
 from .indexing import cdiv, grouped_pid  # noqa: F401  (re-exported for the chapters)
+from .webviz import Scene
 
 H200_SMS = 132
 
@@ -53,10 +52,10 @@ class Wave:
 
     def summary(self) -> str:
         u, r = self.unique_bytes(), self.requested_bytes()
-        return (f"GROUP_M={self.group_m:<3} first wave = {len(self.tiles)} programs: "
-                f"{len(self.a_rows)} A row panels + {len(self.b_cols)} B column panels = "
-                f"{len(self.a_rows) + len(self.b_cols)} panels, {u / 2**20:.1f} MiB distinct of "
-                f"{r / 2**20:.1f} MiB requested (fp16, K={self.K}) -> each byte reused {r / u:.1f}x")
+        return (f"GROUP_M={self.group_m:<3} 第一波 {len(self.tiles)} 个 program："
+                f"{len(self.a_rows)} 条 A 行带 + {len(self.b_cols)} 条 B 列带 = "
+                f"{len(self.a_rows) + len(self.b_cols)} 条，需要 {u / 2**20:.1f} MiB 不同的数据，共读 "
+                f"{r / 2**20:.1f} MiB（fp16，K={self.K}）-> 每个字节平均被读 {r / u:.1f} 次")
 
 
 def first_wave(M: int, N: int, K: int, block_m: int, block_n: int, group_m: int,
@@ -68,64 +67,77 @@ def first_wave(M: int, N: int, K: int, block_m: int, block_n: int, group_m: int,
                 {t[0] for t in tiles}, {t[1] for t in tiles})
 
 
-def draw_first_wave(wave: Wave, ax=None):
+def first_wave_scene(wave: Wave, *, size: float = 420) -> Scene:
     """C tiles coloured by launch order inside the first wave (grey: later waves), with the A rows
-    and B columns that wave reads marked on the left and top edges."""
+    and B columns that wave reads marked on the left (red) and top (blue) edges."""
     num_pid_m, num_pid_n = cdiv(wave.M, wave.block_m), cdiv(wave.N, wave.block_n)
-    grid = np.full((num_pid_m, num_pid_n), np.nan)
-    for i, t in enumerate(wave.tiles):
-        grid[t] = i
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5.2, 5.2))
-    ax.set_facecolor("0.88")
-    ax.imshow(np.ma.masked_invalid(grid), cmap="viridis", interpolation="nearest",
-              extent=(0, num_pid_n, num_pid_m, 0), vmin=0, vmax=max(len(wave.tiles) - 1, 1))
+    cell = size / max(num_pid_m, num_pid_n)
+    x0, y0 = 34, 58
+    s = Scene(x0 + num_pid_n * cell + 16, y0 + num_pid_m * cell + 40)
+    s.text(4, 10, f"{wave.M}×{wave.N}，{wave.block_m}×{wave.block_n} tile，GROUP_M={wave.group_m}", size=13, bold=True)
+    s.text(4, 28, f"第一波 {len(wave.tiles)} 个 program：读 {len(wave.a_rows)} 条 A 行带 + {len(wave.b_cols)} 条 B 列带",
+           size=12)
+    s.rect(x0, y0, num_pid_n * cell, num_pid_m * cell, fill="#e0e0e0")
+    order = np.full(num_pid_m * num_pid_n, -1)
+    steps = 24  # launch order in colour steps: dark (first program) to yellow (last of the wave)
+    for i, (pm, pn) in enumerate(wave.tiles):
+        order[pm * num_pid_n + pn] = i * steps // len(wave.tiles)
+    s.grid(x0, y0, cell, cell, num_pid_n, order, [_viridis(k / (steps - 1)) for k in range(steps)],
+           gap=0.5 if cell > 5 else 0)
     for r in wave.a_rows:
-        ax.add_patch(Rectangle((-1.6, r), 1.2, 1, color="tab:red", clip_on=False))
+        s.rect(x0 - 14, y0 + r * cell, 10, cell, fill="#d62728")
     for c in wave.b_cols:
-        ax.add_patch(Rectangle((c, -1.6), 1, 1.2, color="tab:blue", clip_on=False))
-    ax.set_xlim(-1.8, num_pid_n)
-    ax.set_ylim(num_pid_m, -1.8)
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.set_xlabel(f"pid_n (0..{num_pid_n - 1})   blue: B column panels read")
-    ax.set_ylabel(f"pid_m (0..{num_pid_m - 1})   red: A row panels read")
-    ax.set_title(f"{wave.M}x{wave.N}, {wave.block_m}x{wave.block_n} tiles, GROUP_M={wave.group_m}\n"
-                 f"first {len(wave.tiles)} programs: {len(wave.a_rows)} A + {len(wave.b_cols)} B panels",
-                 fontsize=9)
-    return ax
+        s.rect(x0 + c * cell, y0 - 14, cell, 10, fill="#1f77b4")
+    s.text(x0, y0 + num_pid_m * cell + 14, f"pid_n 0..{num_pid_n - 1}（上边蓝色：读到的 B 列带）", size=11)
+    s.text(x0, y0 + num_pid_m * cell + 30, f"pid_m 0..{num_pid_m - 1}（左边红色：读到的 A 行带）；灰色：后面几波",
+           size=11)
+    return s
 
 
-def draw_tile_walk(M: int, N: int, K: int, block_m: int, block_n: int, block_k: int,
-                   pid_m: int = 0, pid_n: int = 0, k_iter: int = 0):
-    """A (M x K), B (K x N), C (M x N) in element coordinates: the program's C tile, the A and B
-    tiles of K-iteration ``k_iter``, and (hatched) the parts of those tiles the masks switch off."""
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6), gridspec_kw={"width_ratios": [K, N, N]})
+def _viridis(f: float) -> str:
+    stops = [(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)]
+    f = min(max(f, 0.0), 1.0) * (len(stops) - 1)
+    i = min(int(f), len(stops) - 2)
+    t = f - i
+    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(stops[i], stops[i + 1]))
+
+
+def tile_walk_scene(M: int, N: int, K: int, block_m: int, block_n: int, block_k: int,
+                    pid_m: int = 0, pid_n: int = 0, k_iter: int = 0, *, height: float = 200) -> Scene:
+    """A (M x K), B (K x N), C (M x N) to scale: the program's C tile, the A and B tiles of
+    K-iteration ``k_iter``, the strips its whole K loop walks (orange), and (hatched) the parts of
+    those tiles the masks switch off."""
+    n_k = cdiv(K, block_k)
     m0, n0, k0 = pid_m * block_m, pid_n * block_n, k_iter * block_k
+    scale = height / max(M, K, cdiv(M, block_m) * block_m, cdiv(K, block_k) * block_k)
     panels = [("A", M, K, (m0, k0, block_m, block_k), (m0, 0, block_m, K)),
               ("B", K, N, (k0, n0, block_k, block_n), (0, n0, K, block_n)),
               ("C", M, N, (m0, n0, block_m, block_n), None)]
-    for ax, (name, rows, cols, tile, strip) in zip(axes, panels):
-        ax.add_patch(Rectangle((0, 0), cols, rows, facecolor="0.95", edgecolor="k"))
+    widths = [(max(cols, cdiv(cols, b) * b) * scale) for (_, _, cols, _, _), b in zip(panels, (block_k, block_n, block_n))]
+    s = Scene(sum(widths) + 40 * 3 + 20, height + 80)
+    s.text(10, 12, f"program (pid_m={pid_m}, pid_n={pid_n})，K 迭代 {k_iter}/{n_k - 1}："
+                   f"A[{m0}:{m0 + block_m}, {k0}:{k0 + block_k}] @ B[{k0}:{k0 + block_k}, {n0}:{n0 + block_n}] → acc",
+           size=13, bold=True)
+    x = 20
+    for (name, rows, cols, tile, strip), w in zip(panels, widths):
+        y0 = 44
+        s.text(x, 32, f"{name}：{rows}×{cols}", size=12)
+        s.rect(x, y0, cols * scale, rows * scale, fill="#f2f2f2", stroke="#333")
         if strip:
-            r, c, h, w = strip
-            ax.add_patch(Rectangle((c, r), w, h, facecolor="tab:orange", alpha=0.25))
-        r, c, h, w = tile
-        ax.add_patch(Rectangle((c, r), w, h, facecolor="tab:red", alpha=0.6, edgecolor="tab:red"))
-        # the part of the tile outside the matrix: lanes the mask turns off
-        if r + h > rows or c + w > cols:
-            ax.add_patch(Rectangle((c, r), w, h, fill=False, hatch="//", edgecolor="0.3", lw=0))
-        ax.set_xlim(0, max(cols, c + w) + 1)
-        ax.set_ylim(max(rows, r + h) + 1, 0)
-        ax.set_aspect("equal")
-        ax.set_title(f"{name}: {rows}x{cols}", fontsize=9)
-        ax.tick_params(labelsize=7)
-    n_k = cdiv(K, block_k)
-    fig.suptitle(f"program (pid_m={pid_m}, pid_n={pid_n}), K iteration {k_iter}/{n_k - 1}: "
-                 f"A[{m0}:{m0 + block_m}, {k0}:{k0 + block_k}] @ B[{k0}:{k0 + block_k}, {n0}:{n0 + block_n}] "
-                 f"-> acc (C tile); hatched = masked off", fontsize=9)
-    fig.tight_layout()
-    return fig
+            r, c, h, ww = strip
+            s.rect(x + c * scale, y0 + r * scale, ww * scale, h * scale, fill="#ff7f0e", op=0.3)
+        r, c, h, ww = tile
+        s.rect(x + c * scale, y0 + r * scale, ww * scale, h * scale, fill="#d62728", op=0.65, stroke="#d62728")
+        # the parts of the tile outside the matrix: lanes the mask turns off
+        if c + ww > cols:
+            s.rect(x + cols * scale, y0 + r * scale, (c + ww - cols) * scale, h * scale, hatch=True)
+        if r + h > rows:
+            s.rect(x + c * scale, y0 + rows * scale, (min(c + ww, cols) - c) * scale, (r + h - rows) * scale, hatch=True)
+        x += w + 40
+    s.text(10, height + 66, "橙色：这个 program 的整个 K 循环要走过的 A 行带 / B 列带；红色：这一步的 tile；"
+                            "斜线：落在矩阵外、被 mask 关掉", size=11)
+    return s
+
 
 
 def attention_tile_map(seq_len: int, block_m: int, block_n: int, causal: bool) -> np.ndarray:
@@ -143,15 +155,25 @@ def attention_tile_map(seq_len: int, block_m: int, block_n: int, causal: bool) -
     return out
 
 
-def draw_attention_tiles(seq_len: int, block_m: int, block_n: int, causal: bool, ax=None):
+def attention_scene(seq_len: int, block_m: int, block_n: int, causal: bool, *, size: float = 360) -> Scene:
+    """Every (Q tile, K/V tile) pair: grey skipped by the loop bound, green computed with no mask,
+    orange computed with some scores masked (causal diagonal or sequence tail)."""
     m = attention_tile_map(seq_len, block_m, block_n, causal)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(4.8, 4.2))
-    cmap = plt.matplotlib.colors.ListedColormap(["0.92", "tab:green", "tab:orange"])
-    ax.imshow(m, cmap=cmap, vmin=0, vmax=2, interpolation="nearest")
-    ax.set_xlabel("K/V tile j (inner loop)")
-    ax.set_ylabel("Q tile i (one program each)")
+    nq, nk = m.shape
+    cw, ch = size / max(nq, nk), size / max(nq, nk)
+    x0, y0 = 64, 58
+    s = Scene(x0 + nk * cw + 20, y0 + nq * ch + 46)
     done = int((m > 0).sum())
-    ax.set_title(f"S={seq_len}, BLOCK_M={block_m}, BLOCK_N={block_n}, causal={causal}\n"
-                 f"{done}/{m.size} tile pairs computed (green full, orange masked, grey skipped)", fontsize=9)
-    return ax
+    s.text(4, 10, f"S={seq_len}, BLOCK_M={block_m}, BLOCK_N={block_n}, causal={causal}", size=13, bold=True)
+    s.text(4, 28, f"计算 {done}/{m.size} 个 tile 对（绿：整块计算，橙：部分分数被 mask，灰：跳过）", size=12)
+    s.grid(x0, y0, cw, ch, nk, [(-1 if v == 0 else v - 1) for v in m.flat], ["#2ca02c", "#ff7f0e"],
+           gap=0.5 if cw > 4 else 0)
+    for i in sorted({0, nq - 1}):  # integer tile indices at both ends (no 0.0, 2.5, 5.0 axis)
+        s.text(x0 - 6, y0 + i * ch + ch / 2, str(i), size=11, anchor="end")
+    for j in sorted({0, nk - 1}):
+        s.text(x0 + j * cw + cw / 2, y0 - 8, str(j), size=11, anchor="middle")
+    s.rect(x0, y0, nk * cw, nq * ch, stroke="#999")
+    s.text(x0 + nk * cw / 2, y0 + nq * ch + 16, "K/V tile j（内层循环）", size=11, anchor="middle")
+    s.text(14, y0 + nq * ch / 2, "Q tile i（每个一个 program）", size=11, anchor="middle", rot=-90)
+    return s
+

@@ -48,5 +48,5 @@ def out_of_range(v: dict[str, str], path: Path = REQUIREMENTS) -> list[str]:
         if have is None or have == "not installed":
             continue
         if not req.specifier.contains(parse(have), prereleases=True):
-            out.append(f"{name} {have} is outside the tested range {req.specifier} (requirements.txt)")
+            out.append(f"{name} {have} 不在测试过的版本范围 {req.specifier} 内（requirements.txt）")
     return out

@@ -24,7 +24,7 @@ def result(exercise: str, verdicts: dict[int, str] | None = None, hidden: set[in
     cases are skipped, as on a CPU run; cases in ``hidden`` are marked hidden."""
     verdicts = verdicts or {}
     tests = []
-    for i, c in enumerate(registry.get(exercise).cases_for("cuda")):
+    for i, c in enumerate(registry.get(exercise).cases_for("cuda", 0)):
         if c.gpu_only:
             t = {"name": c.name, "status": "skipped", "points": 0.0, "max_points": c.points, "message": "需要 GPU。"}
         elif i in verdicts:
@@ -53,7 +53,7 @@ def gradebook(out: Path, n: int = 40, seed: int = 0) -> Path:
     rows = []
     for k in range(n):
         ex = "ex01_axpy" if k % 3 else "ex02_softmax"
-        cases = len([c for c in registry.get(ex).cases_for("cuda") if not c.gpu_only])
+        cases = len([c for c in registry.get(ex).cases_for("cuda", 0) if not c.gpu_only])
         kind = rng.choice(["pass", "pass", "oob", "nan", "tol", "timeout", "crashed"])
         if kind == "pass":
             verdicts = {}

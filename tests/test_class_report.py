@@ -53,7 +53,7 @@ def test_failure_rates_and_groups_are_counted_right(tmp_path):
         w.writeheader()
         w.writerows(rows)
     page = class_report.page(*class_report.load(out), "t")
-    first, second = (c.name for c in registry.get("ex01_axpy").cases_for("cuda")[:2])
+    first, second = (c.name for c in registry.get("ex01_axpy").cases_for("cuda", 0)[:2])
     assert f"<tr><td>{first}</td><td>50%</td><td>2</td><td>2</td>" in page  # s1 (oob) and s2 (tol)
     assert f"<tr><td>{second}</td><td>25%</td><td>3</td><td>1</td>" in page
     assert "<tr><td>out-of-bounds write (tl.store without mask)</td><td>1</td><td>2</td>" in page

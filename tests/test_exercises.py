@@ -17,11 +17,11 @@ from grader import registry, source
 from tcourse import nbtools
 
 REPO = Path(__file__).resolve().parent.parent
-NOTEBOOKS = [(folder, ex) for ex in registry.EXERCISES for folder in ("exercises", "solutions")]
+NOTEBOOKS = [(folder, ex) for ex in registry.exercises() for folder in ("exercises", "solutions")]
 
 
 def test_every_exercise_has_a_source_and_both_notebooks():
-    assert source.exercise_ids() == sorted(registry.EXERCISES)
+    assert source.exercise_ids() == sorted(registry.exercises())
     for folder, ex in NOTEBOOKS:
         assert (REPO / folder / f"{ex}.ipynb").exists()
 
@@ -36,7 +36,7 @@ def test_identity_roles_and_normalized(folder, ex):
     assert code[0]["metadata"]["tcourse"]["role"] == "setup" and "tcourse.setup()" in "".join(code[0]["source"])
     text = "".join("".join(c["source"]) for c in nb["cells"])
     assert "### BEGIN SOLUTION" not in text and "### STUB" not in text
-    if not registry.EXERCISES[ex].written:
+    if not registry.get(ex).written:
         roles = [c["metadata"]["tcourse"]["role"] for c in code]
         assert "solution" in roles and "selfcheck" in roles
         assert ("NotImplementedError" in text) == (folder == "exercises")
@@ -49,6 +49,9 @@ def test_runs_top_to_bottom_on_cpu(folder, ex, monkeypatch):
     nb = nbformat.read(REPO / folder / f"{ex}.ipynb", as_version=4)
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(REPO / folder)}}).execute()
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    if not registry.EXERCISES[ex].written:
+    results = [o for c in nb.cells if c.metadata.get("tcourse", {}).get("role") == "selfcheck" for o in c.outputs
+               if o.get("output_type") == "execute_result"]
+    assert not results, "the self-check cell must print its verdict, not return a value (a stray False/True)"
+    if not registry.get(ex).written:
         assert ("自检通过" in printed) == (folder == "solutions"), printed[-2000:]
         assert "✘" in printed if folder == "exercises" else "✘" not in printed

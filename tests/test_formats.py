@@ -14,10 +14,11 @@ import pytest
 
 import gradebook_fixtures as fx
 import platform_schemas as schema
-from grader import cli, formats
+from grader import cli, formats, registry
 
 REPO = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
+CPU_POINTS = {e: sum(c.points for c in registry.get(e).cases_for("cuda", 0) if not c.gpu_only) for e in ("ex01_axpy", "ex02_softmax")}
 
 
 def entries() -> list[formats.Entry]:
@@ -61,9 +62,9 @@ def test_canvas_rows_students_and_points():
                                    "incomplete")]
     rows = list(csv.reader(io.StringIO(formats.canvas_csv(e))))
     assert rows[0] == schema.CANVAS_HEAD + ["ex01_axpy", "ex02_softmax"]
-    assert rows[1] == ["Points Possible", "", "", "", "", "9", "11"]
+    assert rows[1] == ["Points Possible", "", "", "", "", f"{CPU_POINTS['ex01_axpy']:g}", f"{CPU_POINTS['ex02_softmax']:g}"]
     by = {r[0]: r for r in rows[2:]}
-    assert by["alice"][1] == "1001" and by["alice"][5] == "9"  # the better of her two files
+    assert by["alice"][1] == "1001" and by["alice"][5] == f"{CPU_POINTS['ex01_axpy']:g}"  # the better of her two files
     assert by["bob"][1] == "1002" and by["bob"][5] == "7"      # a late upload keeps its user id
     assert by["carol"][1] == "" and by["carol"][6] == "0"      # not a Canvas download name
     assert by["dave"][5:] == ["", ""]                          # unusable: no score to import

@@ -18,11 +18,11 @@ import pytest
 import torch
 
 from grader import build, cli, compare, grade, registry
-from grader.harness import OUT_SENTINEL, guard_size
-from grader.plan import PlannedCase, make_plan
+from grader.buffers import OUT_SENTINEL, guard_size
+from grader.plan import make_plan
 
 REPO = Path(__file__).resolve().parent.parent
-GRADED = [e for e, ex in registry.EXERCISES.items() if not ex.written]
+GRADED = [e for e, ex in registry.exercises().items() if not ex.written]
 
 
 def _cells(ex_id: str, folder: str = "solutions") -> dict:
@@ -80,16 +80,16 @@ VARIANTS = {
     "axpy-torch": ("ex01_axpy", [("axpy_kernel[grid](x, y, out, a, n, BLOCK_SIZE=BLOCK_SIZE)", "out.copy_(a * x + y)")],
                    ["调用了 torch.", "Triton kernel"]),
     "axpy-numpy-no-launch": ("ex01_axpy", [("axpy_kernel[grid](x, y, out, a, n, BLOCK_SIZE=BLOCK_SIZE)",
-                                            "out[:] = torch.from_numpy(a * x.numpy() + y.numpy())")], ["没有启动任何 Triton kernel"]),
+                                            "out[:] = torch.from_numpy(a * x.numpy() + y.numpy())")], ["不允许"]),
     "axpy-writes-input": ("ex01_axpy", [("    tl.store(out_ptr + offs, a * x + y, mask=mask)",
                                          "    tl.store(y_ptr + offs, x, mask=mask)\n    tl.store(out_ptr + offs, a * x + y, mask=mask)")],
                           ["输入 y 在调用后被修改了"]),
-    "axpy-returns-new-tensor": ("ex01_axpy", [("    return out", "    return out.clone()")], ["没有返回传入的 out"]),
+    "axpy-returns-new-tensor": ("ex01_axpy", [("    return out", "    return out.clone()")], ["没有返回传入的"]),
     "softmax-other-zero": ("ex02_softmax", [('other=float("-inf")', "other=0.0")], ["超出容差", "other=-inf"]),
     "softmax-unstable": ("ex02_softmax", [("z = x - tl.max(x, axis=0)", "z = x")], ["大数值", "溢出"]),
     "softmax-row-stride": ("ex02_softmax", [("row * stride_x + cols", "row * n_cols + cols")], ["行间有空隙", "stride(0)"]),
     "softmax-torch": ("ex02_softmax", [("softmax_kernel[(n_rows,)](x, out, n_cols, x.stride(0), out.stride(0), BLOCK_SIZE=BLOCK_SIZE)",
-                                        "out.copy_(torch.softmax(x.float(), dim=-1))")], ["调用了 torch.softmax"]),
+                                        "out.copy_(torch.softmax(x.float(), dim=-1))")], ["不允许使用 torch.softmax"]),
     "matmul-no-k-mask": ("ex03_matmul", [("mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0", "mask=rm[:, None] < M, other=0.0"),
                                          ("mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0", "mask=rn[None, :] < N, other=0.0")],
                          ["K 两个方向 mask"]),
@@ -103,7 +103,7 @@ VARIANTS = {
     "swizzle-row-major": ("ex04_group_m_swizzle", [("    return pid_m, pid_n", "    return pid // num_pid_n, pid % num_pid_n")],
                           ["num_pid_m 是 GROUP_M 的倍数", "组内按列走"]),
     "swizzle-kernel-swapped": ("ex04_group_m_swizzle", [("tl.store(out_ptr + pid * 2, pid_m)", "tl.store(out_ptr + pid * 2, pid_n)")],
-                               ["映射错了"]),
+                               ["元素不对"]),
     "swizzle-python-no-launch": ("ex04_group_m_swizzle", [(
         "swizzle_kernel[(num_pid_m * num_pid_n,)](out, num_pid_m, num_pid_n, GROUP_M=GROUP_M)",
         "out[:] = torch.tensor([pid_to_tile(p, num_pid_m, num_pid_n, GROUP_M) for p in range(num_pid_m * num_pid_n)])")],
@@ -114,12 +114,12 @@ VARIANTS = {
                                                    "var = tl.sum(x * x, axis=0) / n_cols - mean * mean")], ["均值很大", "数值不稳定"]),
     "layernorm-torch": ("ex05_layernorm", [("    n_rows, n_cols = x.shape\n", "    n_rows, n_cols = x.shape\n    out.copy_("
                                             "torch.nn.functional.layer_norm(x, (n_cols,), weight, bias, eps))\n    return out\n")],
-                        ["调用了 torch.nn.functional.layer_norm"]),
+                        ["不允许使用 torch.nn.functional.layer_norm"]),
     "transpose-assume-contiguous": ("ex06_transpose", [("rm[:, None] * stride_xm + rn[None, :] * stride_xn", "rm[:, None] * N + rn[None, :]")],
                                     ["x.stride(0)"]),
     "transpose-one-mask": ("ex06_transpose", [("mask = (rm[:, None] < M) & (rn[None, :] < N)", "mask = rm[:, None] < M")], ["越界写"]),
     "transpose-torch": ("ex06_transpose", [("    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))\n",
-                                            "    out.copy_(x.t())\n    return out\n")], ["调用了 torch.Tensor.copy_"]),
+                                            "    out.copy_(x.t())\n    return out\n")], ["没有启动任何 Triton kernel"]),
     "attention-no-rescale": ("ex07_flash_attention", [("l_i = l_i * alpha + ", "l_i = l_i + "),
                                                       ("acc = acc * alpha[:, None] + ", "acc = acc + ")], ["alpha"]),
     "attention-no-causal-mask": ("ex07_flash_attention", [("valid = valid & (rn[None, :] <= rm[:, None])", "valid = valid")],
@@ -128,7 +128,7 @@ VARIANTS = {
                                                      "m_new = tl.zeros((BLOCK_M,), tl.float32)")], ["大数值", "溢出"]),
     "attention-torch": ("ex07_flash_attention", [(_ATTN_LAUNCH, "    out.copy_(torch.nn.functional.scaled_dot_product_attention("
                                                                "q, k, v, is_causal=causal))")],
-                        ["调用了 torch.nn.functional.scaled_dot_product_attention"]),
+                        ["不允许使用 torch.nn.functional.scaled_dot_product_attention"]),
 }
 
 
@@ -198,7 +198,8 @@ def test_infinite_loop_is_timeout_and_budget_holds(tmp_path):
 
 
 def test_killed_kernel_is_crashed(tmp_path):
-    path = make_variant(tmp_path, "ex06_transpose", [("    M, N = x.shape\n", "    M, N = x.shape\n    import os; os._exit(3)\n")])
+    """A store far outside every tensor kills the interpreter's process (SIGSEGV): crashed, case by case."""
+    path = make_variant(tmp_path, "ex06_transpose", [("tl.store(out_ptr + rn[None, :] * stride_on", "tl.store(out_ptr + (1 << 40) + rn[None, :] * stride_on")])
     r = run(path)
     assert {t.status for t in r.tests if t.status != "skipped"} == {"crashed"}
 
@@ -223,8 +224,8 @@ def test_batch_survives_crash_and_is_incremental(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
     (subs / "alice.ipynb").write_bytes((REPO / "solutions" / "ex04_group_m_swizzle.ipynb").read_bytes())
-    crash = make_variant(tmp_path, "ex04_group_m_swizzle", [("    num_pid_in_group = GROUP_M * num_pid_n\n    group_id",
-                                                             "    import os; os._exit(1)\n    group_id")], "bob")
+    crash = make_variant(tmp_path, "ex04_group_m_swizzle", [("tl.store(out_ptr + pid * 2, pid_m)",
+                                                             "tl.store(out_ptr + (1 << 40) + pid * 2, pid_m)")], "bob")
     crash.rename(subs / "bob.ipynb")
     (subs / "carol.ipynb").write_text("not json", encoding="utf-8")
     (subs / "dave.ipynb").write_bytes((REPO / "exercises" / "ex01_axpy.ipynb").read_bytes())
@@ -247,58 +248,53 @@ def test_batch_survives_crash_and_is_incremental(tmp_path):
     assert any(p.stat().st_mtime_ns != t for p, t in stamp.items())
 
 
-def _perf_case(ex):
-    return next(c for c in ex.cases_for("cuda") if c.mode == "perf")
-
-
-@pytest.mark.parametrize("ours_ms, ref_ms, frac", [(1.0, 1.0, 1.0), (1.0, 0.95, 1.0), (1.0, 0.7, 0.5), (1.0, 0.4, 0.0)])
-def test_perf_points_by_speed_ratio(tmp_path, ours_ms, ref_ms, frac):
-    ex = registry.get("ex03_matmul")
-    case = _perf_case(ex)
-    rec = {"launches": 1, "forbidden": None, "error": None, "returned": "none",
-           "perf": {"ours_ms": ours_ms, "ref_ms": ref_ms, "ref": "tcourse.kernels.matmul", "note": ""}}
-    (tmp_path / "c99.json").write_text(json.dumps(rec), encoding="utf-8")
-    r = compare.judge(ex, PlannedCase("c99", case, {}), tmp_path, "cuda")
-    assert r.points == pytest.approx(case.points * frac)
+@pytest.mark.parametrize("ours_ms, target_ms, frac", [(1.0, 1.0, 1.0), (1.0, 0.95, 1.0), (1.0, 0.7, 0.5), (1.0, 0.4, 0.0)])
+def test_perf_points_by_speed_ratio(ours_ms, target_ms, frac):
+    mk = lambda status, msg, pts=0.0: compare.TestResult("perf", status, pts, 2.0, msg)  # noqa: E731
+    r = compare.perf_result({"ours_ms": ours_ms, "target_ms": target_ms, "unit": "TFLOP/s", "ours_rate": 1.0}, mk)
+    assert r.points == pytest.approx(2.0 * frac)
     assert r.status == ("passed" if frac == 1.0 else "failed") and "倍" in r.message
 
 
 @pytest.mark.parametrize("record, array", [
-    ({"launches": "1", "forbidden": None, "error": None, "returned": "out"}, None),
-    ({"launches": 1, "forbidden": None, "error": None, "returned": "out"}, "pickle"),
-    ({"launches": 1, "forbidden": None, "error": None, "returned": "out"}, "wrong-size"),
+    ({"launches": "1", "error": None, "returned": "out"}, None),
+    ({"launches": 1, "error": None, "returned": "out"}, "pickle"),
+    ({"launches": 1, "error": None, "returned": "out"}, "wrong-size"),
+    ({"launches": 1, "error": None, "returned": "out"}, "symlink"),
+    ({"launches": 1, "error": None, "returned": "out"}, "fifo"),
+    ([[[[[[[[[[[]]]]]]]]]]], None),
 ])
 def test_forged_or_malformed_records_are_errors(tmp_path, record, array):
     ex = registry.get("ex01_axpy")
-    _, planned = make_plan(ex, "cpu", 3, tmp_path, only_cpu=True)
+    planned = make_plan(ex, ex.cases_for("cpu", 3), 3, tmp_path, "cpu")
     pc = planned[1]
     (tmp_path / f"{pc.id}.json").write_text(json.dumps(record), encoding="utf-8")
-    n = pc.case.out_shape[0]
+    n = pc.case.outputs[0].shape[0]
     buf = np.full(n + 2 * guard_size(n), OUT_SENTINEL["float32"], dtype=np.float32)
-    for name, values in pc.inputs.items():  # inputs as the harness would dump them: unchanged
-        g = guard_size(n)
-        arr = np.full(n + 2 * g, np.nan, dtype=np.float32)
-        arr[g:g + n] = values.numpy()
-        np.save(tmp_path / f"{pc.id}_in_{name}.npy", arr)
+    out = tmp_path / f"{pc.id}_out_out.npy"
     if array == "pickle":
-        np.save(tmp_path / f"{pc.id}_out.npy", np.array([{"evil": 1}], dtype=object), allow_pickle=True)
+        np.save(out, np.array([{"evil": 1}], dtype=object), allow_pickle=True)
+    elif array == "symlink":
+        out.symlink_to("/dev/zero")
+    elif array == "fifo":
+        os.mkfifo(out)
     else:
-        np.save(tmp_path / f"{pc.id}_out.npy", buf[:-1] if array == "wrong-size" else buf)
-    r = compare.judge(ex, pc, tmp_path, "cpu")
+        np.save(out, buf[:-1] if array == "wrong-size" else buf)
+    r = compare.judge(ex, pc, tmp_path, tmp_path / "replay_out", "cpu")
     assert r.status == "error" and "评分数据无效" in r.message
 
 
 def test_gpu_plan_holds_exact_bf16_inputs(tmp_path):
     for ex_id in GRADED:
         ex = registry.get(ex_id)
-        plan, planned = make_plan(ex, "cuda", 5, tmp_path, only_cpu=False)
-        assert any(c["dtype"] == "bfloat16" for c in plan["cases"]) or ex_id == "ex04_group_m_swizzle"
+        planned = make_plan(ex, ex.cases_for("cuda", 5), 5, tmp_path, "cuda")
+        assert any(pc.case.dtype == "bfloat16" for pc in planned) or ex_id == "ex04_group_m_swizzle"
         for pc in planned:
-            for name, values in pc.inputs.items():
-                saved = np.load(tmp_path / f"{pc.id}_{name}.npy", allow_pickle=False)
-                assert np.array_equal(saved.astype(np.float64), values.numpy())
+            for t in pc.case.inputs:
+                saved = np.load(tmp_path / f"{pc.id}_{t.name}.npy", allow_pickle=False)
+                assert np.array_equal(saved.astype(np.float64), pc.shown[t.name].numpy())
                 if pc.case.dtype == "bfloat16":
-                    assert torch.equal(values.to(torch.bfloat16).double(), values)
+                    assert torch.equal(pc.shown[t.name].to(torch.bfloat16).double(), pc.shown[t.name])
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")

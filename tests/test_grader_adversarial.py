@@ -1,8 +1,9 @@
 """The grader against adversarial submissions, faults and isolation escapes (CPU).
 
-All fixtures of ``tests/fixtures/adversarial/table.py`` are graded in one ``grade --workers 2``
-batch; one table-driven test checks every verdict and prints the verdict table. Smaller tests check
-the static audit, sealed records and the limits directly.
+All fixtures of ``tests/fixtures/adversarial/table.py`` are graded in ``grade --workers 2`` batches
+(the ``runtime`` ones with the answer-cell policy switched off, so the run-time defences are tested
+on their own); one table-driven test checks every verdict and prints the verdict table. Smaller
+tests check the static audit and the limits directly.
 """
 from __future__ import annotations
 
@@ -17,9 +18,7 @@ import numpy as np
 import psutil
 import pytest
 
-from grader import batch, cli, compare, execute, grade, policy, registry, sandbox
-from grader.harness import OUT_SENTINEL, guard_size, seal
-from grader.plan import make_plan
+from grader import batch, cli, execute, grade, policy, registry, sandbox
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "adversarial"))
@@ -132,7 +131,9 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
     real_run = execute.run
     monkeypatch.setattr(execute, "run", run)
     subs.mkdir()
-    paths = {name: build(name, spec, subs) for name, spec in FIXTURES.items()}
+    (subs / "runtime").mkdir()
+    paths = {name: build(name, spec, subs / "runtime" if spec.get("runtime") else subs) for name, spec in FIXTURES.items()}
+    flags = [] if sandbox.choose().isolated else ["--unsafe-no-sandbox"]
     before = {p.pid for p in _sleepers()}
     peak, stop = [0.0], threading.Event()
 
@@ -144,8 +145,11 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
     t.start()
     t0 = time.monotonic()
     try:
-        assert cli.main(["grade", str(subs), "--out", str(out), "--device", "cpu", "--workers", "2",
-                         "--timeout", str(CELL_TIMEOUT), "--force"]) == 0
+        for folder, policy_on in ((subs, True), (subs / "runtime", False)):
+            if not policy_on:  # the run-time defences alone: every answer cell runs as written
+                monkeypatch.setattr(grade.policy, "audit", lambda cells, names=(): policy.Audit(sources=dict(cells)))
+            assert cli.main(["grade", str(folder), "--out", str(out if policy_on else out / "runtime"), "--device", "cpu",
+                             "--workers", "2", "--timeout", str(CELL_TIMEOUT), "--force"] + flags) == 0
     finally:
         stop.set()
         t.join()
@@ -153,14 +157,15 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
     leaked = [p for p in _sleepers() if p.pid not in before]
     for p in leaked:
         p.kill()
-    rows = {Path(r["file"]).stem: r for r in csv.DictReader(open(out / "gradebook.csv", encoding="utf-8"))}
+    rows = {Path(r["file"]).stem: r for book in (out / "gradebook.csv", out / "runtime" / "gradebook.csv")
+            for r in csv.DictReader(open(book, encoding="utf-8"))}
     table, problems = [], {}
     for name, spec in FIXTURES.items():
         row = rows[name]
-        jf = out / f"{batch.stem_for(paths[name])}.json"
+        jf = (out / "runtime" if spec.get("runtime") else out) / f"{batch.stem_for(paths[name])}.json"
         result = json.loads(jf.read_text(encoding="utf-8")) if jf.exists() else None
-        if spec.get("needs_bwrap") and not sandbox.bwrap():
-            table.append(f"{name:<28} (skipped: needs bubblewrap)")
+        if spec.get("needs_bwrap") and not sandbox.bwrap() or spec.get("needs_isolation") and not sandbox.choose().isolated:
+            table.append(f"{name:<28} (skipped: needs {'bubblewrap' if spec.get('needs_bwrap') else 'process isolation'})")
             continue
         why = verdict_problem(name, spec, row, result)
         if why:
@@ -176,7 +181,7 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
         flood_mb = [f"{flood} {mb:.0f}" for flood, mb in worker_peaks if flood]
         print(f"\nadversarial batch: {len(FIXTURES)} submissions in {wall:.0f} s, grader peak RSS {peak[0]:.0f} MiB, "
               f"worker peak RSS (MiB) during the floods: {', '.join(flood_mb)}; "
-              f"sandbox: {sandbox.describe()}")
+              f"sandbox: {sandbox.choose().describe()}")
         print("\n".join(table))
     assert not leaked, f"processes outlived their submission: {[p.pid for p in leaked]}"
     assert not problems, problems
@@ -192,8 +197,12 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("src, ok", [
     ("def f(x):\n    return x + 1\n", True),
-    ("import os\nos._exit(1)\n", True),
     ("import torch\nt = torch.zeros(3)\nt[0] = 1\n", True),
+    ("%time x = 1\n", True),
+    ("N = 0\ndef f():\n    global N\n    N += 1\n", True),
+    ("if __name__ == '__main__':\n    print(triton.__version__)\n", True),
+    ("class Cfg:\n    BLOCK = 128\ncfg = Cfg()\ncfg.BLOCK = 256\n", True),
+    ("import os\nos._exit(1)\n", False),
     ("torch.allclose = f\n", False),
     ("x.__class__\n", False),
     ("torch._C\n", False),
@@ -203,64 +212,37 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
     ("import sys\nsys.settrace(None)\n", False),
     ("del torch.equal\n", False),
     ("class T:\n    def __eq__(self, o):\n        return True\n", False),
-    ("%time x = 1\n", False),
-    ("global q\n", False),
+    ("import operator\noperator.attrgetter('ops')(torch)\n", False),
+    ("import pkgutil\npkgutil.resolve_name('grader.harness')\n", False),
+    ("import functools\nfunctools.reduce(getattr, ['ops'], torch)\n", False),
+    ("vars(torch)['allclose']\n", False),
+    ("'{0.modules}'.format(sys)\n", False),
+    ("s = '{0.__globals__}'\ns.format(f)\n", False),
+    ("t = torch\nt.ops.aten\n", False),
+    ("torch.special.softmax(x, 0)\n", False),
+    ("x.softmax(0)\n", False),
+    ("y = x.numpy()\n", False),
+    ("@triton.jit\ndef k(x):\n    import os\n", False),
+    ("@triton.jit\ndef k(x):\n    getattr(tl, 'core')\n", False),
+    ("@triton.jit\ndef k(x):\n    tl.core._aggregate\n", False),
+    ("@triton.jit\ndef k(x):\n    triton.runtime\n", False),
 ])
 def test_policy(src, ok):
-    assert (policy.audit_source("c", src) == []) == ok
+    a = policy.audit({"c": src})
+    assert (a.refused == []) == ok, a.refused
+    assert all("；" in r or "不是合法" in r or "IPython" in r for r in a.refused)  # each refusal says what to write
 
 
 def test_every_solution_passes_the_audit():
-    from grader import source
+    from grader import rebuild, source
 
-    for ex_id, ex in registry.EXERCISES.items():
+    for ex_id, ex in registry.exercises().items():
         if ex.written:
             continue
         ids = {c.id for c in source.parse(source.SRC_DIR / f"{ex_id}.py") if c.role == "solution"}
         for folder in ("solutions", "exercises"):
             cells = {c["id"]: _src(c) for c in _nb(folder, ex_id)["cells"] if c["id"] in ids}
-            assert policy.audit(cells) == [], (folder, ex_id)
-
-
-def _honest_files(tmp_path, pc, key, forge_out=False):
-    """What the harness writes for a correct answer (optionally with the output replaced afterwards)."""
-    n = pc.case.out_shape[0]
-    g = guard_size(n)
-    files = []
-    for name, values in pc.inputs.items():
-        arr = np.full(n + 2 * g, np.nan, dtype=np.float32)
-        arr[g:g + n] = values.numpy()
-        np.save(tmp_path / f"{pc.id}_in_{name}.npy", arr)
-        files.append(f"{pc.id}_in_{name}.npy")
-    buf = np.full(n + 2 * g, OUT_SENTINEL["float32"], dtype=np.float32)
-    buf[g:g + n] = (-1.75 * pc.inputs["x"] + pc.inputs["y"]).numpy()
-    np.save(tmp_path / f"{pc.id}_out.npy", buf)
-    np.save(tmp_path / f"{pc.id}_replay.npy", buf)
-    rec = {"launches": 1, "forbidden": None, "error": None, "returned": "out", "late": 0,
-           "files": [f"{pc.id}_out.npy", f"{pc.id}_replay.npy"] + files}
-    rec["seal"] = seal(key, pc.id, rec, tmp_path)
-    if forge_out:
-        buf[g] += 1
-        np.save(tmp_path / f"{pc.id}_out.npy", buf)
-    (tmp_path / f"{pc.id}.json").write_text(json.dumps(rec), encoding="utf-8")
-
-
-@pytest.mark.parametrize("how", ["honest", "wrong-key", "changed-after-seal", "unsealed"])
-def test_records_must_carry_the_runs_seal(tmp_path, how):
-    ex = registry.get("ex01_axpy")
-    _, planned = make_plan(ex, "cpu", 3, tmp_path, only_cpu=True)
-    pc = next(p for p in planned if not p.inputs2)
-    key = b"k" * 32
-    _honest_files(tmp_path, pc, b"x" * 32 if how == "wrong-key" else key, forge_out=how == "changed-after-seal")
-    if how == "unsealed":
-        rec = json.loads((tmp_path / f"{pc.id}.json").read_text())
-        del rec["seal"]
-        (tmp_path / f"{pc.id}.json").write_text(json.dumps(rec))
-    r = compare.judge(ex, pc, tmp_path, "cpu", key)
-    if how == "honest":
-        assert r.status == "passed", r.message
-    else:
-        assert r.status == "error" and "seal" in r.message
+            assert policy.audit(cells, rebuild.template_names(ex_id)).refused == [], (folder, ex_id)
 
 
 def test_memory_watchdog_kills_a_growing_kernel(tmp_path, monkeypatch):

@@ -59,5 +59,5 @@ def test_stored_outputs_are_labelled_gpu_recordings(path):
         assert marker not in text, f"{path.name} stores outputs of an interpreter run ({marker!r})"
 
 
-def test_there_are_eight_chapters():
-    assert [p.name[:2] for p in CHAPTERS] == [f"{i:02d}" for i in range(8)]
+def test_there_are_eleven_chapters():
+    assert [p.name[:2] for p in CHAPTERS] == [f"{i:02d}" for i in range(11)]

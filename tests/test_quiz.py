@@ -1,3 +1,5 @@
+import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -7,6 +9,7 @@ from tcourse import quiz
 
 Q = quiz.Question("2+2?", ["3", "4", "5"], answer=1, explanation="Arithmetic.")
 NB07 = Path(__file__).resolve().parent.parent / "notebooks" / "07_interview_review.ipynb"
+QUIZ_CALL = re.compile(r'quiz\.show\("(\w+)", "(\w+)"\)')
 
 
 def test_grade():
@@ -21,31 +24,26 @@ def test_answer_index_is_validated():
         quiz.Question("?", ["a"], answer=1, explanation="")
 
 
-def test_widget_click_shows_feedback():
-    box = quiz.widget(Q)
-    box.button.click()
-    assert "先选" in box.feedback.value
-    box.radio.value = 2
-    box.button.click()
-    assert "✗" in box.feedback.value and "Arithmetic." in box.feedback.value
-    box.radio.value = 1
-    box.button.click()
-    assert "✓" in box.feedback.value
+def test_the_page_gets_feedback_per_option_but_no_answer_field():
+    spec = quiz.Quiz([Q]).spec()
+    (q,) = spec["questions"]
+    assert q["options"] == ["A. 3", "B. 4", "C. 5"]
+    assert [f["ok"] for f in q["feedback"]] == [False, True, False]
+    assert "answer" not in q and "explanation" not in q  # only what a checked choice shows
+    html = quiz.Quiz([Q])._repr_html_()
+    assert "window.tcourseQuiz" in html and "<script src" not in html
 
 
-def test_markdown_has_collapsed_answers():
-    text = quiz.as_markdown([Q, Q])
-    assert text.count("<details>") == 2 and text.count("</details>") == 2
-    assert "**B**。Arithmetic." in text and "   - C. 5" in text
-
-
-def test_chapter7_static_quizzes_match_the_widgets():
-    """Each quiz code cell is followed by a markdown cell equal to quiz.as_markdown(qs) of that cell."""
+def test_chapter7_quiz_cells_load_banks_and_hide_the_answers():
+    """The quiz cells name a bank section; no answer or explanation text is in the notebook."""
     nb = nbformat.read(NB07, as_version=4)
-    pairs = [(c, nb.cells[i + 1]) for i, c in enumerate(nb.cells) if c.cell_type == "code" and "quiz.show(qs)" in c.source]
-    assert len(pairs) >= 5
-    for cell, after in pairs:
-        ns = {}
-        exec(cell.source.replace("quiz.show(qs);", ""), ns)
-        assert after.cell_type == "markdown"
-        assert after.source.strip() == quiz.as_markdown(ns["qs"]).strip()
+    calls = [m.groups() for c in nb.cells if c.cell_type == "code" for m in QUIZ_CALL.finditer(c.source)]
+    assert len(calls) >= 5
+    text = "\n".join(c.source for c in nb.cells)
+    for chapter, section in calls:
+        qs = quiz.load(chapter, section)
+        assert qs
+        for q in qs:
+            assert q.explanation not in text
+    bank = json.loads((quiz.BANKS / "ch07.json").read_text(encoding="utf-8"))
+    assert sorted(s for _, s in calls) == sorted(bank)  # every section is shown once

@@ -74,6 +74,15 @@ def is_page(entry: str) -> bool:
     return entry.endswith(PAGE_SUFFIXES)
 
 
+def entry_file(entry) -> str | None:
+    """A chapter entry's page: the file itself, or the ``href`` of ``{href, text}`` (sidebar text of its own)."""
+    if isinstance(entry, str):
+        return entry
+    if isinstance(entry, dict) and set(entry) == {"href", "text"} and isinstance(entry["href"], str):
+        return entry["href"]
+    return None
+
+
 def book_pages(cfg: dict) -> list[str]:
     """Every page of the book in reading order: chapters, part pages (when a part is a file), appendices."""
     pages: list[str] = []
@@ -84,7 +93,7 @@ def book_pages(cfg: dict) -> list[str]:
             part = item.get("part")
             if isinstance(part, str) and is_page(part):
                 pages.append(part)
-            pages += [c for c in item.get("chapters", []) or [] if isinstance(c, str)]
+            pages += [entry_file(c) for c in item.get("chapters", []) or [] if entry_file(c)]
     pages += [a for a in cfg.get("book", {}).get("appendices", []) or [] if isinstance(a, str)]
     return pages
 
@@ -123,7 +132,7 @@ def check_config_shape(cfg) -> list[str]:
             if not isinstance(item.get("part"), str):
                 p.append("part: must be a title or a file")
             sub = item.get("chapters")
-            if not isinstance(sub, list) or not sub or not all(isinstance(c, str) and is_page(c) for c in sub):
+            if not isinstance(sub, list) or not sub or not all(entry_file(c) and is_page(entry_file(c)) for c in sub):
                 p.append(f"part {item.get('part')!r}: chapters must be a non-empty list of page files")
         else:
             p.append(f"chapter entry {item!r} is neither a file nor a part")

@@ -37,24 +37,24 @@ def test_setup_switches_interpreter_on_before_triton_loads():
     assert r.returncode == 0, r.stderr
     assert "MODE cpu cpu 1 True" in r.stdout
     assert "CPU interpreter (TRITON_INTERPRET=1)" in r.stdout  # the environment table
-    assert "bf16 under the interpreter is silently wrong" in r.stdout
+    assert "解释器下的 bf16 结果是错的" in r.stdout
 
 
 def test_setup_warns_when_triton_was_imported_first():
     r = run_py("import triton, tcourse; tcourse.setup()")
     assert r.returncode == 0, r.stderr
-    assert "triton was imported before tcourse.setup()" in r.stdout
+    assert "triton 在 tcourse.setup() 之前已被 import" in r.stdout
 
 
 def test_forcing_cuda_without_a_gpu_is_a_clear_error():
     r = run_py("import tcourse; tcourse.setup()", TCOURSE_DEVICE="cuda")
     assert r.returncode != 0
-    assert "TCOURSE_DEVICE=cuda, but torch.cuda.is_available() is False" in r.stderr
+    assert "TCOURSE_DEVICE=cuda，但这台机器上 torch.cuda.is_available() 为 False" in r.stderr
 
 
 def test_bad_device_value_is_rejected():
     r = run_py("import tcourse; tcourse.setup()", TCOURSE_DEVICE="tpu")
-    assert "TCOURSE_DEVICE must be auto, cpu or cuda" in r.stderr
+    assert "TCOURSE_DEVICE 只能是 auto、cpu 或 cuda" in r.stderr
 
 
 def test_pick_sizes_by_mode():
@@ -68,9 +68,9 @@ def test_known_bad_triton36_with_numpy24_under_interpreter_only():
     from tcourse.runtime import known_bad
 
     cpu = known_bad("cpu", {"triton": "3.6.0", "numpy": "2.4.6"}, False)
-    assert any("breaks loops with tensor bounds" in w for w in cpu)
-    assert not any("tensor bounds" in w for w in known_bad("cpu", {"triton": "3.9.0", "numpy": "2.4.6"}, False))
-    assert not any("tensor bounds" in w for w in known_bad("cpu", {"triton": "3.6.0", "numpy": "2.3.5"}, False))
+    assert any("上界是张量的循环" in w for w in cpu)
+    assert not any("上界是张量" in w for w in known_bad("cpu", {"triton": "3.8.0", "numpy": "2.4.6"}, False))
+    assert not any("上界是张量" in w for w in known_bad("cpu", {"triton": "3.6.0", "numpy": "2.3.5"}, False))
     assert known_bad("gpu", {"triton": "3.6.0", "numpy": "2.5.2"}, False) == []
 
 
@@ -81,7 +81,7 @@ def test_out_of_range_versions_are_reported(tmp_path):
     req.write_text("torch>=2.11,<2.16  # comment\ntriton>=3.6,<3.10\n")
     assert versions.out_of_range({"torch": "2.13.0+cpu", "triton": "3.9.0"}, req) == []
     msgs = versions.out_of_range({"torch": "2.10.0", "triton": "3.10.1"}, req)
-    assert len(msgs) == 2 and "torch 2.10.0 is outside the tested range" in msgs[0]
+    assert len(msgs) == 2 and "torch 2.10.0 不在测试过的版本范围" in msgs[0]
 
 
 def test_installed_versions_are_inside_requirements():

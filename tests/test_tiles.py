@@ -52,10 +52,22 @@ def test_attention_tile_map_causal_and_tail():
     assert (np.tril(causal, -1)[np.tril_indices(4, -1)] == 1).all()
 
 
-def test_drawings_run():
-    import matplotlib
-    matplotlib.use("Agg")
-    tiles.draw_first_wave(tiles.first_wave(1024, 1024, 1024, 128, 128, 2))
-    fig = tiles.draw_tile_walk(67, 45, 93, 32, 32, 32, pid_m=2, pid_n=1, k_iter=2)
-    assert len(fig.axes) == 3
-    tiles.draw_attention_tiles(100, 32, 32, True)
+def test_scenes_draw_what_the_data_says():
+    wave = tiles.first_wave(1024, 1024, 1024, 128, 128, 2)
+    s = tiles.first_wave_scene(wave)
+    (grid,) = [i for i in s.items if i["t"] == "g"]
+    assert sum(n for v, n in grid["runs"] if v >= 0) == len(wave.tiles) == 64
+    red = [i for i in s.items if i["t"] == "r" and i.get("fill") == "#d62728"]
+    assert len(red) == len(wave.a_rows)
+    walk = tiles.tile_walk_scene(67, 45, 93, 32, 32, 32, pid_m=2, pid_n=1, k_iter=2)
+    hatched = [i for i in walk.items if i.get("hatch")]
+    assert len(hatched) == 6   # each of A, B, C sticks out of 67x45x93 to the right and at the bottom
+    assert all(i["w"] > 0 and i["h"] > 0 for i in hatched)
+    inner = tiles.tile_walk_scene(67, 45, 93, 32, 32, 32, pid_m=0, pid_n=0, k_iter=0)
+    assert not [i for i in inner.items if i.get("hatch")]
+    attn = tiles.attention_scene(100, 32, 32, True)
+    (g,) = [i for i in attn.items if i["t"] == "g"]
+    m = tiles.attention_tile_map(100, 32, 32, True)
+    assert sum(n for v, n in g["runs"] if v >= 0) == int((m > 0).sum())
+    labels = [i["s"] for i in attn.items if i["t"] == "t"]
+    assert "0" in labels and "3" in labels and not any("." in x for x in labels if x[0].isdigit())

@@ -4,10 +4,12 @@
 # 把向量加法改成 AXPY：每个元素 `out[i] = a * x[i] + y[i]`，`a` 是一个 Python 标量。
 #
 # **要做的事**
+#
 # 1. 写 `axpy_kernel`：每个 program 处理连续的 `BLOCK_SIZE` 个元素。
 # 2. 写包装函数 `axpy(a, x, y, out=None, BLOCK_SIZE=1024)`：算 grid，启动 kernel，返回 `out`。
 #
 # **规则**（评分器会检查）
+#
 # - 结果必须由你的 Triton kernel 算出来；在包装函数里用 torch 算（`a * x + y`、`torch.add`……）记 0 分。
 # - 结果写进参数 `out`（模板已经写好分配 `out` 的那一行），最后 `return out`。不要修改 `x`、`y`。
 # - 评分器会用没见过的长度（1、质数、BLOCK_SIZE±1、很大的 n）和 float32/float16（GPU 上还有 bfloat16）测试。
@@ -53,6 +55,17 @@ def axpy(a, x, y, out=None, BLOCK_SIZE=1024):
     raise NotImplementedError("TODO: launch axpy_kernel")
     ### END SOLUTION
     return out
+# %% [markdown] id=ex01-feedback-md
+# ## 怎样得到反馈
+#
+# - **在 JupyterLab 里**：改完答案单元后，运行下面的自检单元（选中它按 Shift+Enter，或 Run → Run All Cells）。它在几个公开的小形状上和规格对比，几秒内告诉你哪里错了；没有 GPU 时同样能用（CPU 解释器）。
+# - **在终端里**（评分：没见过的形状、和参考 kernel 对比、给出得分）：先保存 Notebook（Ctrl+S），在 JupyterLab 里打开 File → New → Terminal（`./course.sh lab` 启动的终端已经用上课程的 `.venv`），在仓库根目录运行
+#
+#   ```bash
+#   python -m grader check exercises/ex01_axpy.ipynb
+#   ```
+#
+#   在别的 shell 里用 `.venv/bin/python -m grader check exercises/ex01_axpy.ipynb`。全部通过时退出码为 0；`python -m grader list` 列出各项分值和哪些测试需要 GPU。
 # %% [markdown] id=ex01-selfcheck-md
 # ## 自检
 # 下面的单元用几个公开的形状检查你的 kernel（和评分器用同样的保护区和信息）。
@@ -64,7 +77,8 @@ from grader import selfcheck
 selfcheck.check("ex01_axpy", globals())
 # %% [markdown] id=ex01-bench-md
 # ## BLOCK_SIZE 和带宽（只在 GPU 上计时）
-# 在 GPU 上比较 `BLOCK_SIZE = 256 / 512 / 1024 / 2048` 的带宽（和 torch 的 `a * x + y` 在同一次运行里交替计时）。
+# 在 GPU 上比较 `BLOCK_SIZE = 256 / 512 / 1024 / 2048` 的带宽，和 torch 在同一次运行里交替计时。torch 一侧用单个 kernel 的
+# `torch.add(y, x, alpha=a)`（每元素 12 字节，和你的 kernel 一样）；`a * x + y` 是两个 kernel、每元素 20 字节，不公平。
 # 在 CPU 上这个单元不计时（解释器的时间衡量的是 Python，不是 GPU），只显示 GPU 上记录的结果（还没有记录时只打印一句说明）。
 # %% id=ex01-bench role=demo
 def block_size_sweep():
@@ -74,7 +88,7 @@ def block_size_sweep():
     out = torch.empty_like(x)
     rows = []
     for bs in (256, 512, 1024, 2048):
-        c = tcourse.bench.compare(lambda: axpy(2.0, x, y, out, BLOCK_SIZE=bs), lambda: 2.0 * x + y, nbytes=3 * 4 * n)
+        c = tcourse.bench.compare(lambda: axpy(2.0, x, y, out, BLOCK_SIZE=bs), lambda: torch.add(y, x, alpha=2.0, out=out), nbytes=3 * 4 * n)
         rows.append({"BLOCK_SIZE": bs, "triton_GBs": c.rate(c.ours), "torch_GBs": c.rate(c.torch)})
     return rows
 
@@ -82,3 +96,35 @@ def block_size_sweep():
 rows = rt.live_or_recorded("ex01_axpy_block_sweep", block_size_sweep, what="BLOCK_SIZE 带宽比较")
 for row in rows or []:
     print(f"BLOCK_SIZE={row['BLOCK_SIZE']:5d}  triton {row['triton_GBs']:7.1f} GB/s   torch {row['torch_GBs']:7.1f} GB/s")
+# %% id=ex01-grading role=grading
+from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+
+TAIL = "n 不是 BLOCK_SIZE 的整数倍：最后一个 program 只有一部分元素有效，tl.load/tl.store 都要 mask=offs < n。"
+EXACT = "n 正好是块大小的整数倍（或差 1）：grid = triton.cdiv(n, BLOCK_SIZE)，最后一个块也要算，也不能多算。"
+BIG = "n 超过 2^20：偏移量 pid * BLOCK_SIZE + tl.arange(...) 覆盖所有元素，不要把 n 或 grid 限制在某个固定值。"
+
+
+def cases(device, rng):
+    def one(n, dt, hint=TAIL, **kw):
+        return Case(f"n={n} {dt}", dt, (Tensor("x", (n,)), Tensor("y", (n,))), {"a": -1.75}, ("a", "x", "y"),
+                    out_shape=(n,), hint=hint, **kw)
+
+    cs = [one(1, "float32", "只有一个元素：grid 至少要有 1 个 program，而且要 mask。", public=True),
+          one(7, "float32", public=True), one(1025, "float32", public=True), one(4099, "float32"),
+          one(7, "float16", public=True), one(1025, "float16")]
+    cs += [one(n, "float32", EXACT, hidden=True) for n in near_multiples(rng, (1024, 2048, 4096), 2, (2, 8))]
+    cs += [one(n, "float32", BIG, hidden=True) for n in sizes(rng, (1 << 20) + 1, (1 << 20) + 70_000)]
+    cs += [one(n, "float16", TAIL, hidden=True) for n in sizes(rng, 100, 20_000)]
+    if device == "cuda":
+        cs += [one(1025, "bfloat16"), one(100_003, "bfloat16"),
+               Case("性能 n=2^24 float32", "float32", mode="perf", points=2.0,
+                    perf={"shapes": {"x": [1 << 24], "y": [1 << 24]}, "outputs": {"out": [1 << 24]}, "scalars": {"a": -1.75},
+                          "call": ["a", "x", "y"], "nbytes": 3 * 4 * (1 << 24)})]
+    return cs
+
+
+EXERCISE = Exercise(
+    title="AXPY: z = a * x + y", func="axpy", reference=axpy_spec, cases=cases, perf_ref="axpy",
+    tolerances={"float32": (1e-5, 1e-5), "float16": (2e-3, 2e-3), "bfloat16": (6e-2, 2e-2)},
+    forbid=("torch.add", "torch.Tensor.add", "torch.Tensor.__add__", "torch.Tensor.__mul__", "torch.mul",
+            "torch.Tensor.__rmul__", "torch.addcmul"))

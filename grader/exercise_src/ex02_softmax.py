@@ -5,10 +5,12 @@
 # `out[i, j] = exp(x[i, j] - max_j x[i, :]) / sum_j exp(x[i, j] - max_j x[i, :])`。
 #
 # **要做的事**
+#
 # 1. 写 `softmax_kernel`：一个 program 处理一整行（`BLOCK_SIZE` 是不小于 `n_cols` 的 2 的幂）。
 # 2. 写包装函数 `softmax(x, out=None)`：选 `BLOCK_SIZE`、算 grid、启动 kernel，返回 `out`。
 #
 # **规则**（评分器会检查）
+#
 # - 结果必须由你的 Triton kernel 算出来；用 `torch.softmax`、`torch.exp` 等记 0 分。
 # - 写进参数 `out` 并返回它；不要修改 `x`。行与行之间可能有 stride（用 `x.stride(0)`）。
 # - float16 输入也要支持：在 kernel 里先转成 float32 再算（`x.to(tl.float32)`），存回时 `tl.store` 会按 `out` 的类型转换。
@@ -57,6 +59,17 @@ def softmax(x, out=None):
     raise NotImplementedError("TODO: launch softmax_kernel")
     ### END SOLUTION
     return out
+# %% [markdown] id=ex02-feedback-md
+# ## 怎样得到反馈
+#
+# - **在 JupyterLab 里**：改完答案单元后，运行下面的自检单元（选中它按 Shift+Enter，或 Run → Run All Cells）。它在几个公开的小形状上和规格对比，几秒内告诉你哪里错了；没有 GPU 时同样能用（CPU 解释器）。
+# - **在终端里**（评分：没见过的形状、和参考 kernel 对比、给出得分）：先保存 Notebook（Ctrl+S），在 JupyterLab 里打开 File → New → Terminal（`./course.sh lab` 启动的终端已经用上课程的 `.venv`），在仓库根目录运行
+#
+#   ```bash
+#   python -m grader check exercises/ex02_softmax.ipynb
+#   ```
+#
+#   在别的 shell 里用 `.venv/bin/python -m grader check exercises/ex02_softmax.ipynb`。全部通过时退出码为 0；`python -m grader list` 列出各项分值和哪些测试需要 GPU。
 # %% [markdown] id=ex02-selfcheck-md
 # ## 自检
 #
@@ -66,3 +79,40 @@ def softmax(x, out=None):
 # %% id=ex02-selfcheck role=selfcheck
 from grader import selfcheck
 selfcheck.check("ex02_softmax", globals())
+# %% id=ex02-grading role=grading
+from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+
+TAIL = "列数不是 2 的幂：BLOCK_SIZE = triton.next_power_of_2(n_cols)，多出来的列要 mask，而且 other=-inf（不是 0）。"
+WIDE = ("这一行比 1024 列还宽（也比你可能写死的 BLOCK_SIZE 宽）：BLOCK_SIZE 要按 n_cols 选"
+        "（triton.next_power_of_2(n_cols)），或者在 kernel 里按块循环整行。")
+BIG = "这个测试的输入很大（约 ±150）：不先减去每行的最大值，exp 会溢出成 inf（数值不稳定）。"
+STRIDE = "这个测试的行之间有空隙（x.stride(0) > n_cols）：行的起点要用 row * x.stride(0)，不要用 row * n_cols。"
+
+
+def cases(device, rng):
+    def one(m, n, dt, fill="randn", hint=TAIL, layout="contig", **kw):
+        tag = (" 大数值" if fill == "large" else "") + (" 行间有空隙" if layout == "padded" else "")
+        return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout),), call=("x",),
+                    out_shape=(m, n), hint=hint, **kw)
+
+    cs = [one(1, 1, "float32", public=True), one(3, 7, "float32", public=True), one(4, 127, "float32"),
+          one(4, 129, "float32", public=True), one(9, 781, "float32"), one(8, 333, "float32", "large", BIG, public=True),
+          one(6, 100, "float32", hint=STRIDE, layout="padded"), one(3, 7, "float16", public=True),
+          one(5, 333, "float16", "large", BIG)]
+    cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in sizes(rng, 1025, 3000)]
+    cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True)
+           for n in near_multiples(rng, (1024, 2048), 1, (1, 2))]
+    cs += [one(rng.randint(2, 6), n, "float16", hint=TAIL, hidden=True) for n in near_multiples(rng, (64, 128, 256), 1)]
+    cs += [one(rng.randint(3, 9), n, "float32", "large", BIG, layout="padded", hidden=True) for n in sizes(rng, 200, 900)]
+    if device == "cuda":
+        cs += [one(17, 1000, "bfloat16"),
+               Case("性能 (4096, 4000) float32", "float32", mode="perf", points=2.0,
+                    perf={"shapes": {"x": [4096, 4000]}, "outputs": {"out": [4096, 4000]}, "call": ["x"], "nbytes": 2 * 4 * 4096 * 4000})]
+    return cs
+
+
+EXERCISE = Exercise(
+    title="按行 softmax（列数不是 2 的幂）", func="softmax", reference=softmax_spec, cases=cases, perf_ref="softmax",
+    tolerances={"float32": (1e-6, 1e-5), "float16": (1e-3, 1e-2), "bfloat16": (4e-3, 2e-2)},
+    forbid=("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
+            "torch.exp", "torch.Tensor.exp"))

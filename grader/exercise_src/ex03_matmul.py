@@ -5,11 +5,13 @@
 # `BLOCK_M x BLOCK_N` tile，沿 K 方向每次取 `BLOCK_K`，用 `tl.dot` 累加到 float32 的 `acc` 里。
 #
 # **要做的事**
+#
 # 1. 写 `matmul_kernel`（stride 都作为参数传进来）。
 # 2. 写包装函数 `matmul(a, b, out=None, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, num_stages=2)`。
 #    `num_warps`/`num_stages` 是启动参数（`kernel[grid](..., num_warps=..., num_stages=...)`），不是 kernel 的参数。
 #
 # **规则**（评分器会检查）
+#
 # - 结果必须由你的 Triton kernel 算出来；`torch.matmul`、`@` 等记 0 分。
 # - 写进 `out` 并返回；不要修改 `a`、`b`。
 # - 输入不一定是连续的：有的测试里 `b` 是转置视图、`a` 的行之间有空隙。用 `.stride()`。
@@ -69,6 +71,17 @@ def matmul(a, b, out=None, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, num_
     raise NotImplementedError("TODO: launch matmul_kernel")
     ### END SOLUTION
     return out
+# %% [markdown] id=ex03-feedback-md
+# ## 怎样得到反馈
+#
+# - **在 JupyterLab 里**：改完答案单元后，运行下面的自检单元（选中它按 Shift+Enter，或 Run → Run All Cells）。它在几个公开的小形状上和规格对比，几秒内告诉你哪里错了；没有 GPU 时同样能用（CPU 解释器）。
+# - **在终端里**（评分：没见过的形状、和参考 kernel 对比、给出得分）：先保存 Notebook（Ctrl+S），在 JupyterLab 里打开 File → New → Terminal（`./course.sh lab` 启动的终端已经用上课程的 `.venv`），在仓库根目录运行
+#
+#   ```bash
+#   python -m grader check exercises/ex03_matmul.ipynb
+#   ```
+#
+#   在别的 shell 里用 `.venv/bin/python -m grader check exercises/ex03_matmul.ipynb`。全部通过时退出码为 0；`python -m grader list` 列出各项分值和哪些测试需要 GPU。
 # %% [markdown] id=ex03-selfcheck-md
 # ## 自检
 #
@@ -101,3 +114,44 @@ def config_sweep():
 rows = rt.live_or_recorded("ex03_matmul_config_sweep", config_sweep, what="matmul 配置扫描")
 for row in rows or []:
     print(f"{row['config']:<36} triton {row['triton_TFLOPs']:6.1f} TFLOP/s   torch {row['torch_TFLOPs']:6.1f} TFLOP/s")
+# %% id=ex03-grading role=grading
+from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+
+TAIL = "M/N/K 不是块大小的整数倍：A、B 的 tl.load 要按 M/N 和 K 两个方向 mask（other=0.0），C 的 tl.store 按 M/N mask。"
+STRIDE = "这个测试的输入不是连续存放的：指针偏移必须用 a.stride(0)/a.stride(1)/b.stride(0)/b.stride(1)，不要假设 stride。"
+KLOOP = "K 远大于 BLOCK_K（也大于 256）：沿 K 要循环 for k0 in range(0, K, BLOCK_K)，每一块都累加进 acc。"
+ACC = ("float16 输入、K 很大、元素全为正：累加器必须是 float32（tl.zeros(..., dtype=tl.float32)，最后 store 时再转回），"
+       "float16 累加器每加一块就舍入一次，误差会超过容差。")
+
+
+def cases(device, rng):
+    def one(m, n, k, dt, a_layout="contig", b_layout="contig", hint=TAIL, fill="randn", **kw):
+        lay = {"padded": " a 行间有空隙", "transposed": " b 是转置视图"}
+        tag = lay.get(a_layout, "") + lay.get(b_layout, "") + (" 全正" if fill == "positive" else "")
+        return Case(f"M={m} N={n} K={k} {dt}{tag}", dt,
+                    (Tensor("a", (m, k), fill, a_layout), Tensor("b", (k, n), fill, b_layout)),
+                    call=("a", "b"), out_shape=(m, n), hint=hint, **kw)
+
+    cs = [one(1, 1, 1, "float32", public=True), one(7, 13, 5, "float32", public=True),
+          one(33, 31, 65, "float32", public=True), one(100, 60, 130, "float32"),
+          one(45, 37, 70, "float32", b_layout="transposed", hint=STRIDE, public=True),
+          one(30, 50, 40, "float32", a_layout="padded", hint=STRIDE), one(33, 31, 65, "float16", public=True)]
+    m, n = near_multiples(rng, (64, 128), 2, (1, 2))
+    cs += [one(m, n, k, "float32", hint=KLOOP, hidden=True) for k in sizes(rng, 300, 700)]
+    cs += [one(*sizes(rng, 65, 200, 2), sizes(rng, 257, 600)[0], "float32", b_layout="transposed", hint=STRIDE,
+               hidden=True)]
+    cs += [one(*sizes(rng, 20, 40, 2), 4096, "float16", fill="positive", hint=ACC, tol=(1.0, 1e-3), hidden=True)]
+    if device == "cuda":
+        cs += [one(100, 60, 130, "bfloat16"),
+               Case("性能 4096^3 float16", "float16", mode="perf", points=2.0,
+                    perf={"shapes": {"a": [4096, 4096], "b": [4096, 4096]}, "outputs": {"out": [4096, 4096]}, "call": ["a", "b"], "flops": 2 * 4096 ** 3,
+                          "tuning": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 8, "num_stages": 3}})]
+    return cs
+
+
+EXERCISE = Exercise(
+    title="最小 matmul：BLOCK_M/N/K、num_warps、num_stages", func="matmul", reference=matmul_spec, cases=cases,
+    perf_ref="matmul",
+    tolerances={"float32": (1e-4, 1e-4), "float32@cuda": (5e-2, 1e-2), "float16": (2e-2, 1e-2), "bfloat16": (1e-1, 2e-2)},
+    forbid=("torch.matmul", "torch.mm", "torch.bmm", "torch.einsum", "torch.Tensor.__matmul__", "torch.Tensor.matmul",
+            "torch.Tensor.mm"))

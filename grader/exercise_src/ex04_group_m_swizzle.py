@@ -7,6 +7,7 @@
 # 一组走完再到下一组。最后一组可能不满 `GROUP_M` 行。
 #
 # **要做的事**
+#
 # 1. `pid_to_tile(pid, num_pid_m, num_pid_n, GROUP_M) -> (pid_m, pid_n)`：纯整数运算（`//`、`%`、`min`），不许用循环或列表。
 # 2. `swizzle_kernel` + `swizzle_map(num_pid_m, num_pid_n, GROUP_M, out=None)`：在 Triton kernel 里用同样的公式，
 #    每个 program 把自己的 `(pid_m, pid_n)` 写进 `out[pid, 0]`、`out[pid, 1]`（`out` 是 `(num_pid_m*num_pid_n, 2)` 的 int32）。
@@ -30,7 +31,7 @@ def swizzle_order_spec(num_pid_m, num_pid_n, GROUP_M):
                 order.append((pid_m, pid_n))
     return order
 
-print(swizzle_order_spec(5, 3, 2))
+
 # %% [markdown] id=ex04-func-md
 # ## 第 1 部分：公式
 # 提示：一组有 `GROUP_M * num_pid_n` 个 program；先算 `group_id` 和这一组的第一行 `first_pid_m`，
@@ -82,6 +83,17 @@ def swizzle_map(num_pid_m, num_pid_n, GROUP_M, out=None):
     raise NotImplementedError("TODO: launch swizzle_kernel")
     ### END SOLUTION
     return out
+# %% [markdown] id=ex04-feedback-md
+# ## 怎样得到反馈
+#
+# - **在 JupyterLab 里**：改完答案单元后，运行下面的自检单元（选中它按 Shift+Enter，或 Run → Run All Cells）。它在几个公开的小形状上和规格对比，几秒内告诉你哪里错了；没有 GPU 时同样能用（CPU 解释器）。
+# - **在终端里**（评分：没见过的形状、和参考 kernel 对比、给出得分）：先保存 Notebook（Ctrl+S），在 JupyterLab 里打开 File → New → Terminal（`./course.sh lab` 启动的终端已经用上课程的 `.venv`），在仓库根目录运行
+#
+#   ```bash
+#   python -m grader check exercises/ex04_group_m_swizzle.ipynb
+#   ```
+#
+#   在别的 shell 里用 `.venv/bin/python -m grader check exercises/ex04_group_m_swizzle.ipynb`。全部通过时退出码为 0；`python -m grader list` 列出各项分值和哪些测试需要 GPU。
 # %% [markdown] id=ex04-selfcheck-md
 # ## 自检
 #
@@ -91,3 +103,45 @@ def swizzle_map(num_pid_m, num_pid_n, GROUP_M, out=None):
 # %% id=ex04-selfcheck role=selfcheck
 from grader import selfcheck
 selfcheck.check("ex04_group_m_swizzle", globals())
+# %% id=ex04-grading role=grading
+from grader.spec import Case, Exercise
+
+
+def tile_of(pid, num_pid_m, num_pid_n, GROUP_M):
+    return swizzle_order_spec(num_pid_m, num_pid_n, GROUP_M)[pid]
+
+
+def order_map(num_pid_m, num_pid_n, GROUP_M):
+    return torch.tensor(swizzle_order_spec(num_pid_m, num_pid_n, GROUP_M), dtype=torch.float64)
+
+
+def cases(device, rng):
+    def combos(pred, extra=()):
+        grid = [(m, n, g) for m in (1, 2, 3, 5, 8, 13) for n in (1, 4, 7) for g in (1, 2, 3, 4, 8) if pred(m, g)]
+        return tuple((pid, m, n, g) for m, n, g in grid + list(extra) for pid in range(m * n))
+
+    def py(name, pred, hint, pts, **kw):
+        return Case(name, "int32", mode="python", func="pid_to_tile", calls=combos(pred, kw.pop("extra", ())),
+                    reference=tile_of, points=pts, hint=hint, **kw)
+
+    def kernel(m, n, g, **kw):
+        return Case(f"kernel num_pid_m={m} num_pid_n={n} GROUP_M={g}", "int32", out_shape=(m * n, 2),
+                    scalars={"num_pid_m": m, "num_pid_n": n, "GROUP_M": g}, call=("num_pid_m", "num_pid_n", "GROUP_M"),
+                    func="swizzle_map", reference=order_map,
+                    hint="kernel 里每个 program 用 tl.program_id(0) 算出 (pid_m, pid_n)，写到 out[pid, 0] 和 out[pid, 1]。", **kw)
+
+    hidden = [(rng.randint(9, 40), rng.randint(2, 20), rng.choice((3, 5, 6, 8))) for _ in range(2)]
+    return [
+        py("pid_to_tile GROUP_M=1", lambda m, g: g == 1,
+           "GROUP_M=1 时每组只有一行，顺序就是按行：pid_m = pid // num_pid_n，pid_n = pid % num_pid_n。", 1.0, public=True),
+        py("pid_to_tile num_pid_m 是 GROUP_M 的倍数", lambda m, g: g > 1 and m % g == 0,
+           "组内按列走：先走完一组里的 GROUP_M 行，再换下一列。", 2.0, public=True),
+        py("pid_to_tile 最后一组不满", lambda m, g: g > 1 and m % g != 0,
+           "最后一组可能不足 GROUP_M 行：group_size_m = min(num_pid_m - first_pid_m, GROUP_M)，取模和除法都要用它。", 2.0,
+           extra=hidden, hidden=True),
+        kernel(1, 1, 1, public=True), kernel(5, 7, 2), kernel(8, 3, 4, public=True),
+        *[kernel(m, n, g, hidden=True) for m, n, g in hidden],
+    ]
+
+
+EXERCISE = Exercise(title="GROUP_M 程序编号重排（pid -> (pid_m, pid_n)）", reference=order_map, cases=cases)

@@ -5,6 +5,7 @@
 # `out = (x - mean) / sqrt(var + eps) * weight + bias`（`weight`、`bias` 形状 `(n_cols,)`）。
 #
 # **要做的事**
+#
 # 1. `layernorm_kernel`：一个 program 处理一行（`BLOCK_SIZE` = 不小于 `n_cols` 的 2 的幂），在 float32 里算。
 # 2. `layernorm(x, weight, bias, eps=1e-5, out=None)`：启动 kernel，返回 `out`。
 #
@@ -57,6 +58,17 @@ def layernorm(x, weight, bias, eps=1e-5, out=None):
     raise NotImplementedError("TODO: launch layernorm_kernel")
     ### END SOLUTION
     return out
+# %% [markdown] id=ex05-feedback-md
+# ## 怎样得到反馈
+#
+# - **在 JupyterLab 里**：改完答案单元后，运行下面的自检单元（选中它按 Shift+Enter，或 Run → Run All Cells）。它在几个公开的小形状上和规格对比，几秒内告诉你哪里错了；没有 GPU 时同样能用（CPU 解释器）。
+# - **在终端里**（评分：没见过的形状、和参考 kernel 对比、给出得分）：先保存 Notebook（Ctrl+S），在 JupyterLab 里打开 File → New → Terminal（`./course.sh lab` 启动的终端已经用上课程的 `.venv`），在仓库根目录运行
+#
+#   ```bash
+#   python -m grader check exercises/ex05_layernorm.ipynb
+#   ```
+#
+#   在别的 shell 里用 `.venv/bin/python -m grader check exercises/ex05_layernorm.ipynb`。全部通过时退出码为 0；`python -m grader list` 列出各项分值和哪些测试需要 GPU。
 # %% [markdown] id=ex05-selfcheck-md
 # ## 自检
 #
@@ -66,3 +78,43 @@ def layernorm(x, weight, bias, eps=1e-5, out=None):
 # %% id=ex05-selfcheck role=selfcheck
 from grader import selfcheck
 selfcheck.check("ex05_layernorm", globals())
+# %% id=ex05-grading role=grading
+from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+
+TAIL = ("列数不是 2 的幂：被 mask 掉的列不能参与均值和方差。均值要除以 n_cols（不是 BLOCK_SIZE），"
+        "方差要用 tl.where(mask, x - mean, 0.0)。")
+WIDE = "这一行比 1024 列还宽：BLOCK_SIZE 要按 n_cols 选（triton.next_power_of_2(n_cols)），或在 kernel 里按块循环整行。"
+BIG = "这个测试的每行均值约为 1000：用 E[x^2] - E[x]^2 求方差会严重抵消（数值不稳定），请先减均值再平方。"
+STRIDE = "这个测试的行之间有空隙（x.stride(0) > n_cols）：行的起点要用 row * x.stride(0)，不要用 row * n_cols。"
+
+
+def cases(device, rng):
+    def one(m, n, dt, fill="randn", hint=TAIL, layout="contig", **kw):
+        tag = (" 均值很大" if fill == "offset" else "") + (" 行间有空隙" if layout == "padded" else "")
+        # fp32 itself holds 1000 + x only to ~6e-5: the stable formula is that close, E[x^2] - E[x]^2 is far off
+        tol = (1e-3, 1e-3) if fill == "offset" else None
+        return Case(f"({m}, {n}) {dt}{tag}", dt,
+                    (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("bias", (n,))),
+                    {"eps": 1e-5}, ("x", "weight", "bias", "eps"), out_shape=(m, n), hint=hint, tol=tol, **kw)
+
+    cs = [one(1, 1, "float32", public=True), one(3, 7, "float32", public=True), one(4, 127, "float32"),
+          one(4, 129, "float32", public=True), one(9, 781, "float32"), one(8, 300, "float32", "offset", BIG, public=True),
+          one(6, 100, "float32", hint=STRIDE, layout="padded"), one(3, 7, "float16", public=True),
+          one(5, 1000, "float16")]
+    cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in sizes(rng, 1025, 3000)]
+    cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in near_multiples(rng, (1024, 2048), 1, (1, 2))]
+    cs += [one(rng.randint(2, 6), n, "float32", "offset", BIG, layout="padded", hidden=True) for n in sizes(rng, 200, 1500)]
+    cs += [one(rng.randint(2, 6), n, "float16", hidden=True) for n in near_multiples(rng, (64, 128, 256), 1)]
+    if device == "cuda":
+        cs += [one(17, 1000, "bfloat16"),
+               Case("性能 (8192, 4096) float16", "float16", mode="perf", points=2.0,
+                    perf={"shapes": {"x": [8192, 4096], "weight": [4096], "bias": [4096]}, "outputs": {"out": [8192, 4096]}, "scalars": {"eps": 1e-5},
+                          "call": ["x", "weight", "bias", "eps"], "nbytes": 2 * 2 * 8192 * 4096})]
+    return cs
+
+
+EXERCISE = Exercise(
+    title="LayerNorm 前向", func="layernorm", reference=layernorm_spec, cases=cases, perf_ref="layernorm",
+    tolerances={"float32": (2e-5, 2e-5), "float16": (5e-3, 5e-3), "bfloat16": (4e-2, 2e-2)},
+    forbid=("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.mean", "torch.Tensor.mean", "torch.var",
+            "torch.Tensor.var", "torch.rsqrt"))

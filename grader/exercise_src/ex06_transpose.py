@@ -52,6 +52,17 @@ def transpose(x, out=None, BLOCK_M=32, BLOCK_N=32):
     raise NotImplementedError("TODO: launch transpose_kernel")
     ### END SOLUTION
     return out
+# %% [markdown] id=ex06-feedback-md
+# ## 怎样得到反馈
+#
+# - **在 JupyterLab 里**：改完答案单元后，运行下面的自检单元（选中它按 Shift+Enter，或 Run → Run All Cells）。它在几个公开的小形状上和规格对比，几秒内告诉你哪里错了；没有 GPU 时同样能用（CPU 解释器）。
+# - **在终端里**（评分：没见过的形状、和参考 kernel 对比、给出得分）：先保存 Notebook（Ctrl+S），在 JupyterLab 里打开 File → New → Terminal（`./course.sh lab` 启动的终端已经用上课程的 `.venv`），在仓库根目录运行
+#
+#   ```bash
+#   python -m grader check exercises/ex06_transpose.ipynb
+#   ```
+#
+#   在别的 shell 里用 `.venv/bin/python -m grader check exercises/ex06_transpose.ipynb`。全部通过时退出码为 0；`python -m grader list` 列出各项分值和哪些测试需要 GPU。
 # %% [markdown] id=ex06-selfcheck-md
 # ## 自检
 #
@@ -60,3 +71,34 @@ def transpose(x, out=None, BLOCK_M=32, BLOCK_N=32):
 # %% id=ex06-selfcheck role=selfcheck
 from grader import selfcheck
 selfcheck.check("ex06_transpose", globals())
+# %% id=ex06-grading role=grading
+from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+
+TAIL = "行数或列数不是块大小的整数倍：二维 mask 是 (rows < M)[:, None] & (cols < N)[None, :]，读和写都要。"
+STRIDE = "输入不是连续的：读 x 时用 x.stride(0)、x.stride(1)，写 out 时用 out.stride(0)、out.stride(1)。"
+EXACT = "M、N 正好是块大小的整数倍（或差 1）：每个 tile 的起点是 pid * BLOCK，tile 之间不重叠也不留空。"
+
+
+def cases(device, rng):
+    def one(m, n, dt, layout="contig", hint=TAIL, **kw):
+        tag = {"padded": " 行间有空隙", "transposed": " 输入本身是转置视图"}.get(layout, "")
+        return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), layout=layout),), call=("x",),
+                    out_shape=(n, m), hint=hint, **kw)
+
+    cs = [one(1, 1, "float32", public=True), one(7, 13, "float32", public=True), one(33, 31, "float32", public=True),
+          one(100, 60, "float32"), one(40, 50, "float32", "padded", STRIDE, public=True),
+          one(37, 45, "float32", "transposed", STRIDE), one(33, 31, "float16", public=True)]
+    m, n = near_multiples(rng, (64, 128, 256), 2, (1, 2))
+    cs += [one(m, n, "float32", hint=EXACT, hidden=True), one(*sizes(rng, 130, 300, 2), "float32", hidden=True),
+           one(*sizes(rng, 65, 200, 2), "float16", "transposed", STRIDE, hidden=True)]
+    if device == "cuda":
+        cs += [one(100, 60, "bfloat16"),
+               Case("性能 (8192, 8192) float32", "float32", mode="perf", points=2.0,
+                    perf={"shapes": {"x": [8192, 8192]}, "outputs": {"out": [8192, 8192]}, "call": ["x"], "nbytes": 2 * 4 * 8192 * 8192,
+                          "tuning": {"BLOCK_M": 64, "BLOCK_N": 64}})]
+    return cs
+
+
+EXERCISE = Exercise(
+    title="二维带 stride 的转置", func="transpose", reference=transpose_spec, cases=cases, perf_ref="transpose",
+    tolerances={}, forbid=("torch.Tensor.contiguous", "torch.Tensor.clone"))

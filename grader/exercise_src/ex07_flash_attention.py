@@ -85,6 +85,17 @@ def attention(q, k, v, causal=False, sm_scale=None, out=None, BLOCK_M=16, BLOCK_
     raise NotImplementedError("TODO: launch attention_kernel")
     ### END SOLUTION
     return out
+# %% [markdown] id=ex07-feedback-md
+# ## 怎样得到反馈
+#
+# - **在 JupyterLab 里**：改完答案单元后，运行下面的自检单元（选中它按 Shift+Enter，或 Run → Run All Cells）。它在几个公开的小形状上和规格对比，几秒内告诉你哪里错了；没有 GPU 时同样能用（CPU 解释器）。
+# - **在终端里**（评分：没见过的形状、和参考 kernel 对比、给出得分）：先保存 Notebook（Ctrl+S），在 JupyterLab 里打开 File → New → Terminal（`./course.sh lab` 启动的终端已经用上课程的 `.venv`），在仓库根目录运行
+#
+#   ```bash
+#   python -m grader check exercises/ex07_flash_attention.ipynb
+#   ```
+#
+#   在别的 shell 里用 `.venv/bin/python -m grader check exercises/ex07_flash_attention.ipynb`。全部通过时退出码为 0；`python -m grader list` 列出各项分值和哪些测试需要 GPU。
 # %% [markdown] id=ex07-selfcheck-md
 # ## 自检
 #
@@ -93,3 +104,48 @@ def attention(q, k, v, causal=False, sm_scale=None, out=None, BLOCK_M=16, BLOCK_
 # %% id=ex07-selfcheck role=selfcheck
 from grader import selfcheck
 selfcheck.check("ex07_flash_attention", globals())
+# %% id=ex07-grading role=grading
+from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+
+TAIL = "S 不是 BLOCK_N 的整数倍：超出 S 的 key 的分数要设成 -inf（不是 0），最后一块的 load 也要 mask。"
+CAUSAL = TAIL + " causal=True：query i 只能看到 key j <= i，其余分数设成 -inf。"
+ONLINE = "online softmax：S 比一个 key 块长，每处理一个新的 K/V 块，之前的 acc 和 l 都要乘 alpha = exp(m_old - m_new)。"
+BIG = "这个测试的 q 很大（约 ±50）：分数要先减去当前的行最大值再取 exp，否则会溢出（数值不稳定）。"
+
+
+def cases(device, rng):
+    def one(b, h, s, d, dt, causal, fill="randn", hint=TAIL, **kw):
+        tag = (" causal" if causal else "") + (" 大数值" if fill == "large" else "")
+        shape = (b, h, s, d)
+        # q * 50 is there to catch exp() overflow (NaN/inf). On a GPU, tl.dot rounds fp32 to TF32: scores
+        # of size ~50 carry errors of ~0.03, so this case gets a loose value tolerance.
+        tol = (0.2, 0.1) if fill == "large" else None
+        return Case(f"B={b} H={h} S={s} D={d} {dt}{tag}", dt,
+                    (Tensor("q", shape, fill), Tensor("k", shape), Tensor("v", shape)), {"causal": causal},
+                    ("q", "k", "v"), ("causal",), out_shape=shape, hint=hint, tol=tol, **kw)
+
+    cs = [one(1, 1, 1, 16, "float32", False, public=True), one(1, 2, 17, 16, "float32", False),
+          one(1, 2, 17, 16, "float32", True, hint=CAUSAL, public=True), one(2, 1, 65, 32, "float32", False, hint=ONLINE),
+          one(2, 1, 65, 32, "float32", True, hint=CAUSAL, public=True), one(1, 1, 40, 32, "float32", False, "large", BIG),
+          one(1, 2, 33, 32, "float16", True, hint=CAUSAL, public=True)]
+    long_s = sizes(rng, 129, 320, 2)
+    cs += [one(1, 2, long_s[0], 16, "float32", False, hint=ONLINE, hidden=True),
+           one(1, 1, long_s[1], 32, "float32", True, hint=CAUSAL + " " + ONLINE, hidden=True),
+           one(1, 1, near_multiples(rng, (64, 128), 1, (2, 2))[0], 16, "float16", True, hint=ONLINE, hidden=True),
+           one(1, 1, sizes(rng, 129, 200)[0], 16, "float32", False, "large", BIG, hidden=True)]
+    if device == "cuda":
+        cs += [one(1, 2, 100, 64, "bfloat16", True, hint=CAUSAL),
+               Case("性能 B=4 H=16 S=2048 D=64 float16 causal", "float16", mode="perf", points=2.0,
+                    perf={"shapes": {"q": [4, 16, 2048, 64], "k": [4, 16, 2048, 64], "v": [4, 16, 2048, 64]},
+                          "outputs": {"out": [4, 16, 2048, 64]},
+                          "scalars": {"causal": True}, "call": ["q", "k", "v"], "kwargs": ["causal"],
+                          "flops": 2 * 2 * 4 * 16 * 2048 * 2048 * 64 // 2, "tuning": {"BLOCK_M": 64, "BLOCK_N": 64}})]
+    return cs
+
+
+EXERCISE = Exercise(
+    title="FlashAttention 风格的注意力前向", func="attention", reference=attention_spec, cases=cases, perf_ref="attention",
+    tolerances={"float32": (1e-4, 1e-4), "float32@cuda": (2e-2, 2e-2), "float16": (1e-2, 1e-2), "bfloat16": (3e-2, 3e-2)},
+    forbid=("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax", "torch.exp",
+            "torch.Tensor.exp", "torch.nn.functional.scaled_dot_product_attention", "torch.matmul", "torch.bmm",
+            "torch.einsum", "torch.Tensor.__matmul__", "torch.Tensor.matmul"))

@@ -70,3 +70,7 @@ import torch, triton, triton.language as tl
 # ### STUB
 # （在这里写你的答案：两张图、TileLang 骨架、对应关系表。）
 # ### END SOLUTION
+# %% id=ex08-grading role=grading
+from grader.spec import Exercise
+
+EXERCISE = Exercise(title="用 Triton 和 TileLang 画同一个 GEMM tile（书面题）", written=True)

@@ -11,6 +11,13 @@ Each function takes torch tensors and returns a new tensor, like its torch count
 - ``transpose(x)``             contiguous ``x.T`` of a 2-D tensor
 - ``attention(q, k, v, causal=False, sm_scale=None)``  FlashAttention forward, q/k/v of shape (B, H, S, D)
 
+Chapters 8-10 import their kernels from the modules directly: ``fp8_matmul`` (e4m3 matmul with per-tensor
+or row-wise scales), ``dropout_kernels`` (seeded dropout, mask regenerated in backward),
+``layernorm_bwd_kernels`` (LayerNorm forward with saved statistics and backward), ``attention_bwd_kernels``
+(FlashAttention-2 forward with lse and backward), ``torch_ops`` (``tcourse::layernorm`` as a ``triton_op``
+with autograd), and the Gluon kernels for Hopper ``gluon_matmul`` and ``gluon_attention`` (not imported
+here: Gluon is experimental and GPU-specific).
+
 On a machine without a GPU, importing this package turns Triton's interpreter on first (through
 ``tcourse.runtime``), so the same functions run on CPU tensors.
 """

@@ -1,0 +1,75 @@
+"""Guarded tensors, shared by the learner-side harness and the replay: every input and output is a view
+into a larger flat buffer with ``guard`` extra elements on each side.
+
+Input padding is NaN (an unmasked read poisons the result), output padding is :data:`OUT_SENTINEL`
+and the output itself starts as NaN (an element never written stays NaN; integers start at -1).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32,
+                "int64": torch.int64, "int8": torch.int8, "uint8": torch.uint8}
+OUT_SENTINEL = {"float32": 1234.0, "float16": 1234.0, "bfloat16": 1232.0, "int32": -7, "int64": -7, "int8": -7,
+                "uint8": 251}
+OUT_FILL = {"int32": -1, "int64": -1, "int8": -1, "uint8": 253}  # floats start as NaN
+IN_PAD = {"int32": -(2**31) + 7, "int64": -(2**62), "int8": -128, "uint8": 255}  # floats pad with NaN
+
+
+def dtype_name(dt: torch.dtype) -> str:
+    return str(dt).removeprefix("torch.")
+
+
+def guard_size(numel: int) -> int:
+    """Padding elements on each side: at least a whole row of blocks, a multiple of 64 (aligned views)."""
+    return min(-(-max(4096, numel) // 64) * 64, 1 << 20)
+
+
+def layout_strides(shape, layout: str) -> tuple[tuple[int, ...], int]:
+    """Strides of a view with this layout and the number of storage elements it spans."""
+    shape = tuple(shape)
+    if layout == "contig" or len(shape) != 2:
+        strides, acc = [], 1
+        for s in reversed(shape):
+            strides.append(acc)
+            acc *= s
+        return tuple(reversed(strides)), max(acc, 1)
+    m, n = shape
+    if layout == "padded":  # rows sit 3 elements further apart than their length
+        return (n + 3, 1), max((m - 1) * (n + 3) + n, 1)
+    if layout == "transposed":  # x = base.t() with base contiguous of shape (n, m)
+        return (1, m), max(m * n, 1)
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+def guarded(shape, layout: str, dtype: str, device: str, pad_value, fill_value):
+    """(view, flat buffer): the view sits ``guard`` elements into the buffer."""
+    strides, span = layout_strides(shape, layout)
+    g = guard_size(span)
+    buf = torch.full((span + 2 * g,), pad_value, dtype=TORCH_DTYPES[dtype], device=device)
+    view = buf.as_strided(tuple(shape), strides, g)
+    view.fill_(fill_value)
+    return view, buf
+
+
+def guarded_input(spec: dict, values: np.ndarray, device: str):
+    view, buf = guarded(spec["shape"], spec["layout"], spec["dtype"], device, IN_PAD.get(spec["dtype"], float("nan")), 0)
+    view.copy_(torch.from_numpy(values).to(TORCH_DTYPES[spec["dtype"]]).to(device))
+    return view, buf
+
+
+def guarded_output(spec: dict, device: str):
+    dt = spec["dtype"]
+    return guarded(spec["shape"], spec.get("layout", "contig"), dt, device, OUT_SENTINEL[dt], OUT_FILL.get(dt, float("nan")))
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:  # numpy has no bf16; widening is exact
+        t = t.float()
+    return t.numpy()
+
+
+def numpy_dtype(dtype: str):
+    return np.float32 if dtype == "bfloat16" else np.dtype(dtype_name(TORCH_DTYPES[dtype]))

@@ -1,0 +1,105 @@
+# %% [markdown] id=dr03-intro
+# # 基本功 3：按 stride 拷贝二维张量
+#
+# torch 张量的元素 `x[i, j]` 在内存里的位置是 `i * x.stride(0) + j * x.stride(1)`（以元素为单位）。
+# 切片、`.t()`、带空隙的行都只改 stride，不搬数据。第 4 章的 matmul 把 `A`、`B`、`C` 的六个 stride
+# 都当参数传进 kernel，就是为了不假设输入是连续的。这道题只练 stride。
+#
+# 给定二维 `x`（形状 `(M, N)`，**stride 任意**），把它拷贝到 `out`（形状相同）：`out[i, j] = x[i, j]`。
+#
+# **要做的事**
+#
+# 1. 写 `copy_2d_kernel`：一个 program 拷贝一个 `BLOCK_M x BLOCK_N` 块，读按 `x` 的 stride，写按 `out` 的 stride。
+# 2. 写包装函数 `copy_2d(x, out=None, BLOCK_M=32, BLOCK_N=32)`。
+#
+# **规则**（评分器会检查）
+#
+# - 拷贝由你的 Triton kernel 完成；在包装函数里用 torch 拷贝（`out.copy_(x)`、`x.clone()`、`.contiguous()`）记 0 分。结果必须逐位相等。
+# - 测试里有连续的 `x`、行之间有空隙的 `x`（`x.stride(0) > N`）和转置视图（`x.stride() == (1, M)`），
+#   还有 int32 的 `x`：同一个 kernel 对任何元素类型都能用。
+# %% id=dr03-setup role=setup
+import tcourse
+rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
+import torch, triton, triton.language as tl
+# %% [markdown] id=dr03-spec-md
+# ## 规格（纯 torch）
+# %% id=dr03-spec role=given
+def copy_2d_spec(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+# %% [markdown] id=dr03-kernel-md
+# ## 你的 kernel
+#
+# 先在 Python 里看一看三种布局的 stride：
+#
+# ```python
+# base = torch.arange(12.0).reshape(3, 4)
+# print(base.stride(), base[:, :3].stride(), base.t().stride())   # (4, 1) (4, 1) (1, 4)
+# ```
+#
+# 提示：`x` 块的指针是 `x_ptr + rm[:, None] * stride_xm + rn[None, :] * stride_xn`，`out` 块同理；
+# 读和写用同一个二维 mask。
+# %% id=dr03-kernel role=solution
+# 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
+@triton.jit
+def copy_2d_kernel(x_ptr, out_ptr, M, N, stride_xm, stride_xn, stride_om, stride_on,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    ### BEGIN SOLUTION
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    block = tl.load(x_ptr + rm[:, None] * stride_xm + rn[None, :] * stride_xn, mask=mask)
+    tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :] * stride_on, block, mask=mask)
+    ### STUB
+    # TODO: rm、rn、二维 mask；按 x 的 stride 读一块，按 out 的 stride 写回
+    pass
+    ### END SOLUTION
+
+
+def copy_2d(x, out=None, BLOCK_M=32, BLOCK_N=32):
+    M, N = x.shape
+    out = torch.empty((M, N), device=x.device, dtype=x.dtype) if out is None else out
+    ### BEGIN SOLUTION
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    copy_2d_kernel[grid](x, out, M, N, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
+                         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    ### STUB
+    # TODO: 二维 grid；x 和 out 的 stride 都传进去
+    raise NotImplementedError("TODO: launch copy_2d_kernel")
+    ### END SOLUTION
+    return out
+# %% [markdown] id=dr03-selfcheck-md
+# ## 自检
+#
+# **最常见的错误**：把 `x` 当成连续的，用 `rm * N + rn` 做地址。连续的 `x` 完全正确，
+# 行间有空隙时读错行，转置视图时读到的是 `x.T` 的元素。
+# %% id=dr03-selfcheck role=selfcheck
+from grader import selfcheck
+selfcheck.check("dr03_strided_copy_2d", globals())
+# %% id=dr03-grading role=grading
+from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+
+TAIL = "M 或 N 不是块大小的整数倍：读和写都要二维 mask，(rm[:, None] < M) & (rn[None, :] < N)。"
+STRIDE = "x 不是连续的：读 x 用 x.stride(0)、x.stride(1)，写 out 用 out.stride(0)、out.stride(1)，不要用 N 和 1。"
+EXACT = "M、N 正好是 64/128/256 的整数倍或差 1：grid 用 triton.cdiv，块之间不重叠也不留空。"
+
+
+def cases(device, rng):
+    def one(m, n, dt, layout="contig", hint=TAIL, fill="randn", **kw):
+        tag = {"padded": " 行间有空隙", "transposed": " 转置视图"}.get(layout, "")
+        return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout),), call=("x",),
+                    out_shape=(m, n), hint=hint, **kw)
+
+    cs = [one(1, 1, "float32", public=True), one(7, 13, "float32", public=True),
+          one(40, 50, "float32", "padded", STRIDE, public=True), one(37, 45, "float32", "transposed", STRIDE, public=True),
+          one(33, 31, "float16", "transposed", STRIDE), one(20, 70, "int32", "padded", STRIDE, fill="large", public=True)]
+    m, n = near_multiples(rng, (64, 128, 256), 2, (1, 2))
+    cs += [one(m, n, "float32", hint=EXACT, hidden=True),
+           one(*sizes(rng, 65, 300, 2), "float32", "transposed", STRIDE, hidden=True),
+           one(*sizes(rng, 65, 300, 2), "float16", "padded", STRIDE, hidden=True),
+           one(*sizes(rng, 33, 200, 2), "int32", "transposed", STRIDE, fill="large", hidden=True)]
+    return cs
+
+
+EXERCISE = Exercise(title="基本功 3：按 stride 拷贝二维张量", func="copy_2d", reference=copy_2d_spec, cases=cases,
+                    tolerances={"float32": (0.0, 0.0), "float16": (0.0, 0.0), "bfloat16": (0.0, 0.0)},
+                    forbid=("torch.Tensor.clone", "torch.clone", "torch.Tensor.contiguous"))

@@ -1,0 +1,102 @@
+# %% [markdown] id=dr08-intro
+# # 基本功 8：按行前缀和（`tl.cumsum` 跨块）
+#
+# `tl.cumsum(v, axis=0)` 只在一个块里做前缀和。一行比块长时，后面的块要加上**前面所有块的总和**：
+# 在沿行的循环里带一个 `carry`，每处理完一块就更新它。第 6 章的 online softmax 也是这样，
+# 循环里带着“到目前为止的最大值和分母”，每来一块就更新一次。
+#
+# 给定二维 `x`（形状 `(M, N)`，行之间可能有空隙），算每一行的前缀和：`out[i, j] = x[i, 0] + ... + x[i, j]`。
+#
+# **要做的事**
+#
+# 1. 写 `cumsum_kernel`：一个 program 处理一整行，沿行每次读 `BLOCK` 个元素。
+# 2. 写包装函数 `row_cumsum(x, out=None, BLOCK=128)`。
+#
+# **规则**（评分器会检查）
+#
+# - 结果由你的 Triton kernel 算出来并写进 `out`；`torch.cumsum` 记 0 分。
+# - `N` 可能比 `BLOCK` 大很多；float16 输入用 float32 累加。
+# - 评分器还会把 grid 里的 program **打乱顺序**再跑一遍：一个 program 的结果不能依赖另一个 program 先跑完。
+# %% id=dr08-setup role=setup
+import tcourse
+rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
+import torch, triton, triton.language as tl
+# %% [markdown] id=dr08-spec-md
+# ## 规格（纯 torch）
+# %% id=dr08-spec role=given
+def row_cumsum_spec(x: torch.Tensor) -> torch.Tensor:
+    return torch.cumsum(x, dim=1)
+# %% [markdown] id=dr08-kernel-md
+# ## 你的 kernel
+#
+# 提示：
+#
+# - 循环外 `carry = 0.0`（一个 float32 标量）。
+# - 循环 `for n0 in range(0, N, BLOCK)`：读一块（mask，`other=0.0`，先 `.to(tl.float32)`），
+#   `tl.cumsum(v, axis=0) + carry` 就是这一块的结果；然后 `carry += tl.sum(v, axis=0)`。
+# - 为什么不能“让第 `j` 块的 program 去读第 `j-1` 块已经写好的最后一个结果”？GPU 上两个 program 同时跑，
+#   读的时候它可能还没写。评分器打乱 program 顺序，就是要抓这种只在顺序执行时才对的写法。
+# %% id=dr08-kernel role=solution
+# 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
+@triton.jit
+def cumsum_kernel(x_ptr, out_ptr, N, stride_xm, stride_om, BLOCK: tl.constexpr):
+    ### BEGIN SOLUTION
+    row = tl.program_id(0)
+    carry = 0.0
+    for n0 in range(0, N, BLOCK):
+        cols = n0 + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + row * stride_xm + cols, mask=cols < N, other=0.0).to(tl.float32)
+        tl.store(out_ptr + row * stride_om + cols, tl.cumsum(v, axis=0) + carry, mask=cols < N)
+        carry += tl.sum(v, axis=0)
+    ### STUB
+    # TODO: carry = 0.0；沿行循环：读一块（mask），块内 cumsum 加 carry 写回，再把这一块的和加进 carry
+    pass
+    ### END SOLUTION
+
+
+def row_cumsum(x, out=None, BLOCK=128):
+    M, N = x.shape
+    assert x.stride(1) == 1, "this drill expects rows stored contiguously (x.stride(1) == 1)"
+    out = torch.empty((M, N), device=x.device, dtype=x.dtype) if out is None else out
+    ### BEGIN SOLUTION
+    cumsum_kernel[(M,)](x, out, N, x.stride(0), out.stride(0), BLOCK=BLOCK)
+    ### STUB
+    # TODO: 一行一个 program；cumsum_kernel[grid](...)
+    raise NotImplementedError("TODO: launch cumsum_kernel")
+    ### END SOLUTION
+    return out
+# %% [markdown] id=dr08-selfcheck-md
+# ## 自检
+#
+# **最常见的错误**：没有 `carry`，每一块各自从 0 开始：`N <= BLOCK` 时完全正确。
+# 第二常见：`carry` 加的是 `tl.cumsum` 的结果而不是这一块的和（多加了很多次）。
+# %% id=dr08-selfcheck role=selfcheck
+from grader import selfcheck
+selfcheck.check("dr08_cumsum", globals())
+# %% id=dr08-grading role=grading
+from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+
+TAIL = "N 不是 BLOCK 的整数倍：最后一块要 mask，读的时候 other=0.0，这样 carry 不会加进垃圾值。"
+CARRY = "N 比 BLOCK 大：后面的块要加上前面所有块的和（循环里带一个 carry，每块结束时 carry += tl.sum(v)）。"
+STRIDE = "行之间有空隙：第 row 行的起点是 row * x.stride(0)（写 out 用 out.stride(0)）。"
+
+
+def cases(device, rng):
+    def one(m, n, dt, layout="contig", hint=TAIL, **kw):
+        tag = " 行间有空隙" if layout == "padded" else ""
+        return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), layout=layout),), call=("x",),
+                    out_shape=(m, n), hint=hint, **kw)
+
+    cs = [one(1, 1, "float32", public=True), one(3, 7, "float32", public=True), one(4, 129, "float32", hint=CARRY, public=True),
+          one(5, 300, "float32", hint=CARRY), one(6, 200, "float32", "padded", STRIDE, public=True),
+          one(3, 100, "float16", public=True)]
+    cs += [one(rng.randint(2, 6), n, "float32", hint=CARRY, hidden=True) for n in near_multiples(rng, (128, 256, 1024), 2, (1, 2))]
+    cs += [one(rng.randint(3, 8), *sizes(rng, 300, 1500, 1), "float32", "padded", STRIDE, hidden=True),
+           one(rng.randint(2, 5), *sizes(rng, 200, 800, 1), "float16", hint=CARRY, hidden=True)]
+    return cs
+
+
+EXERCISE = Exercise(title="基本功 8：按行前缀和（tl.cumsum 跨块）", func="row_cumsum", reference=row_cumsum_spec,
+                    cases=cases,
+                    tolerances={"float32": (1e-4, 1e-5), "float16": (2e-2, 5e-3), "bfloat16": (2e-1, 2e-2)},
+                    forbid=("torch.cumsum", "torch.Tensor.cumsum", "torch.Tensor.cumsum_"))

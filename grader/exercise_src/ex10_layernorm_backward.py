@@ -1,0 +1,152 @@
+# %% [markdown] id=ex10-intro
+# # 练习 10：LayerNorm 反向（dx、dw、db）
+#
+# 前向对二维 `x`（`(M, N)`）的每一行：`xhat = (x - mean) * rstd`，`rstd = 1 / sqrt(var + eps)`，`y = xhat * w + b`。
+# 给定 `dy`，求
+#
+# - `dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`，其中 `g = dy * w`，两个 mean 都在一行内；
+# - `dw = Σ_行 dy * xhat`，`db = Σ_行 dy`（形状 `(N,)`，要把**所有行**加起来）。
+#
+# 这里不给前向存下的 `mean`、`rstd`：在反向 kernel 里按行重新算（和第 10 章的 dropout 一样，是"重算而不存"）。
+#
+# **要做的事**：`layernorm_backward(x, weight, dy, eps=1e-5, dx=None, dw=None, db=None)`，三个结果写进 `dx`、`dw`、`db`
+# 并 `return dx, dw, db`。推荐做法：G 个 program，每个处理行 `g, g+G, g+2G, ...`，在 fp32 寄存器里累加这些行的
+# `dy * xhat` 和 `dy`，写一行部分和到 `(G, N)` 的 fp32 缓冲；第二个 kernel 把 G 行加起来写进 `dw`、`db`。
+# （也可以用 `tl.atomic_add`，但要加到 fp32 缓冲里再转换，fp16 的原子加误差太大。）
+#
+# **规则**：结果由 Triton kernel 算（`torch.autograd`、`layer_norm`、`torch.sum`、`torch.mean` 等记 0 分）。
+# 测试包括 1 列、7 列、非 2 的幂的列数、几百行、float16、每行均值很大的输入。
+# %% id=ex10-setup role=setup
+import tcourse
+rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
+import torch, triton, triton.language as tl
+# %% [markdown] id=ex10-spec-md
+# ## 规格（torch autograd）
+# %% id=ex10-spec role=given
+def layernorm_backward_spec(x, weight, dy, eps=1e-5):
+    x = x.double().detach().requires_grad_()
+    w = weight.double().detach().requires_grad_()
+    b = torch.zeros_like(w, requires_grad=True)
+    y = torch.nn.functional.layer_norm(x, (x.shape[1],), w, b, eps)
+    dx, dw, db = torch.autograd.grad(y, (x, w, b), dy.double())
+    return dx, dw, db
+# %% [markdown] id=ex10-kernel-md
+# ## 你的 kernel
+# 提示：`xhat` 在 mask 掉的列上要是 0（`tl.where(mask, (x - mean) * rstd, 0.0)`），否则它们会进入 `mean(g * xhat)`；
+# 两个 mean 都除以 `N`，不是 `BLOCK_N`。
+# %% id=ex10-kernel role=solution
+# 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
+@triton.jit
+def layernorm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, dw_part_ptr, db_part_ptr, M, N, stride_x, stride_dy, stride_dx,
+                         eps, BLOCK_N: tl.constexpr):
+    ### BEGIN SOLUTION
+    g = tl.program_id(0)
+    groups = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    dw = tl.zeros((BLOCK_N,), tl.float32)
+    db = tl.zeros((BLOCK_N,), tl.float32)
+    for row in range(g, M, groups):
+        x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + row * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.sum(x, axis=0) / N
+        d = tl.where(mask, x - mean, 0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / N + eps)
+        xhat = d * rstd
+        gw = dy * w
+        c1 = tl.sum(gw * xhat, axis=0) / N
+        c2 = tl.sum(gw, axis=0) / N
+        tl.store(dx_ptr + row * stride_dx + cols, (gw - c2 - xhat * c1) * rstd, mask=mask)
+        dw += dy * xhat
+        db += dy
+    tl.store(dw_part_ptr + g * N + cols, dw, mask=mask)
+    tl.store(db_part_ptr + g * N + cols, db, mask=mask)
+    ### STUB
+    # TODO: 这个 program 负责行 g, g+G, ...；每行：重算 mean、rstd、xhat；写 dx；累加 dy*xhat 和 dy；最后写部分和
+    pass
+    ### END SOLUTION
+
+
+@triton.jit
+def sum_partials_kernel(part_ptr, out_ptr, G, N, BLOCK_G: tl.constexpr, BLOCK_C: tl.constexpr):
+    ### BEGIN SOLUTION
+    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    acc = tl.zeros((BLOCK_G, BLOCK_C), tl.float32)
+    for g0 in range(0, G, BLOCK_G):
+        rows = g0 + tl.arange(0, BLOCK_G)
+        m = (rows[:, None] < G) & (cols[None, :] < N)
+        acc += tl.load(part_ptr + rows[:, None] * N + cols[None, :], mask=m, other=0.0)
+    tl.store(out_ptr + cols, tl.sum(acc, axis=0), mask=cols < N)
+    ### STUB
+    # TODO: out[c] = sum over g of part[g, c]（每个 program 负责 BLOCK_C 列）
+    pass
+    ### END SOLUTION
+
+
+def layernorm_backward(x, weight, dy, eps=1e-5, dx=None, dw=None, db=None):
+    M, N = x.shape
+    dx = torch.empty_like(x) if dx is None else dx
+    dw = torch.empty_like(weight) if dw is None else dw
+    db = torch.empty_like(weight) if db is None else db
+    ### BEGIN SOLUTION
+    G = min(M, 64) if x.is_cuda else min(M, 4)
+    dw_part = torch.empty((G, N), dtype=torch.float32, device=x.device)
+    db_part = torch.empty((G, N), dtype=torch.float32, device=x.device)
+    layernorm_bwd_kernel[(G,)](x, weight, dy, dx, dw_part, db_part, M, N, x.stride(0), dy.stride(0), dx.stride(0), eps,
+                               BLOCK_N=triton.next_power_of_2(N))
+    for part, out in ((dw_part, dw), (db_part, db)):
+        sum_partials_kernel[(triton.cdiv(N, 64),)](part, out, G, N, BLOCK_G=16, BLOCK_C=64)
+    ### STUB
+    # TODO: 部分和缓冲 (G, N) float32；启动 layernorm_bwd_kernel（G 个 program），再用 sum_partials_kernel 归约到 dw、db
+    raise NotImplementedError("TODO: launch the kernels")
+    ### END SOLUTION
+    return dx, dw, db
+# %% [markdown] id=ex10-selfcheck-md
+# ## 自检
+#
+# **最常见的错误**：(1) 用 `BLOCK_N` 代替 `N` 求均值，或 mask 掉的列的 `xhat` 不是 0；(2) `dw/db` 只加了本 program
+# 的第一行，或者多个 program 直接 `tl.store` 到同一个 `dw`（后写的覆盖先写的）；(3) 行的起点用 `row * N`，输入行间有空隙时就错了。
+# %% id=ex10-selfcheck role=selfcheck
+from grader import selfcheck
+selfcheck.check("ex10_layernorm_backward", globals())
+# %% id=ex10-grading role=grading
+from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+
+TAIL = ("列数不是 2 的幂：mask 掉的列上 xhat 要是 0，均值除以 N；dx 的两个行内均值是 mean(dy*w) 和 mean(dy*w*xhat)。")
+ROWS = ("行数比 program 数多：dw、db 要把所有行加起来（每个 program 累加自己负责的多行，再把部分和归约），"
+        "不能让几个 program 直接 store 到同一个 dw。")
+STRIDE = "这个测试的行之间有空隙（x.stride(0) > N）：行的起点用 row * stride，不要用 row * N。"
+BIG = "每行均值约 1000：均值和方差按前向的稳定算法重算（先减均值再平方），不要用 E[x^2] - E[x]^2。"
+
+
+def cases(device, rng):
+    def one(m, n, dt, hint=TAIL, fill="randn", layout="contig", **kw):
+        tag = (" 行间有空隙" if layout == "padded" else "") + (" 均值很大" if fill == "offset" else "")
+        tol = (2e-3, 2e-3) if fill == "offset" else None
+        return Case(f"({m}, {n}) {dt}{tag}", dt,
+                    (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("dy", (m, n))),
+                    {"eps": 1e-5}, ("x", "weight", "dy", "eps"),
+                    outputs=(Tensor("dx", (m, n)), Tensor("dw", (n,)), Tensor("db", (n,))), hint=hint, tol=tol, **kw)
+
+    cs = [one(1, 1, "float32", public=True), one(3, 7, "float32", public=True), one(37, 193, "float32", ROWS, public=True),
+          one(9, 128, "float32"), one(6, 100, "float32", STRIDE, layout="padded", public=True),
+          one(8, 300, "float32", BIG, "offset"), one(5, 77, "float16", public=True)]
+    cs += [one(m, n, "float32", ROWS, hidden=True) for m, n in zip(sizes(rng, 70, 200, 2), sizes(rng, 50, 500, 2))]
+    cs += [one(rng.randint(20, 60), n, "float32", TAIL, hidden=True) for n in near_multiples(rng, (128, 256, 512), 2)]
+    cs += [one(rng.randint(10, 40), sizes(rng, 100, 600)[0], "float32", STRIDE, layout="padded", hidden=True),
+           one(rng.randint(30, 90), sizes(rng, 50, 400)[0], "float16", ROWS, hidden=True)]
+    if device == "cuda":
+        cs += [one(300, 1000, "bfloat16", ROWS),
+               Case("性能 (8192, 4096) float16", "float16", mode="perf", points=2.0,
+                    perf={"shapes": {"x": [8192, 4096], "weight": [4096], "dy": [8192, 4096]},
+                          "outputs": {"dx": [8192, 4096], "dw": [4096], "db": [4096]}, "scalars": {"eps": 1e-5},
+                          "call": ["x", "weight", "dy", "eps"], "nbytes": 3 * 2 * 8192 * 4096})]
+    return cs
+
+
+EXERCISE = Exercise(
+    title="LayerNorm 反向：dx、dw、db", func="layernorm_backward", reference=layernorm_backward_spec, cases=cases,
+    tolerances={"float32": (1e-4, 1e-4), "float16": (2e-2, 2e-2), "bfloat16": (1e-1, 5e-2)},
+    forbid=("torch.autograd.grad", "torch.Tensor.backward", "torch.nn.functional.layer_norm", "torch.layer_norm",
+            "torch.sum", "torch.Tensor.sum", "torch.mean", "torch.Tensor.mean", "torch.var", "torch.rsqrt"))

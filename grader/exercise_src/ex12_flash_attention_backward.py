@@ -1,0 +1,225 @@
+# %% [markdown] id=ex12-intro
+# # 练习 12：FlashAttention-2 反向（dQ、dK、dV）
+#
+# `o = softmax(q @ k^T * sm_scale) @ v`，`q, k, v, do` 形状 `(B, H, S, D)`，连续存放；`causal=True` 时 query `i` 只看 key `j <= i`。
+# 给定 `do`，求 `dq, dk, dv`，**不能**存 `S x S` 的矩阵。模板已经给出前向 kernel（它额外存下每行的
+# `lse = m + log(l)`）和 `delta = rowsum(do * o)` 的 kernel。对一对 (query 块 i, key 块 j)：
+#
+# ```
+# P  = exp(q_i k_j^T * sm_scale - lse_i)      (越界和 causal 遮住的位置是 0)
+# dv_j += P^T do_i        dP = do_i v_j^T        dS = P * (dP - delta_i)
+# dq_i += dS k_j * sm_scale                       dk_j += dS^T q_i * sm_scale
+# ```
+#
+# **要做的事**：`dkdv_kernel`（每个 program 一个 key 块，沿 query 块循环）、`dq_kernel`（每个 program 一个 query 块，沿 key 块循环），
+# 以及 `attention_backward(q, k, v, do, causal=False, sm_scale=None, dq=None, dk=None, dv=None, BLOCK_M=16, BLOCK_N=16)` 里的启动。
+#
+# **规则**：结果由 Triton kernel 算（`torch.autograd`、`torch.matmul`、`torch.softmax`、`torch.exp` 等记 0 分）。
+# `D` 是 16 或 32；测试包括 S=1、17、45、100 多，causal 与否，float16。
+# %% id=ex12-setup role=setup
+import tcourse
+rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
+import torch, triton, triton.language as tl
+# %% [markdown] id=ex12-spec-md
+# ## 规格（torch autograd，存下整个 S x S 矩阵）
+# %% id=ex12-spec role=given
+def attention_backward_spec(q, k, v, do, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None):
+    q, k, v = (t.double().detach().requires_grad_() for t in (q, k, v))
+    sm_scale = q.shape[-1] ** -0.5 if sm_scale is None else sm_scale
+    s = q @ k.transpose(-1, -2) * sm_scale
+    if causal:
+        S = q.shape[-2]
+        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    o = torch.softmax(s, dim=-1) @ v
+    return torch.autograd.grad(o, (q, k, v), do.double())
+# %% [markdown] id=ex12-kernel-md
+# ## 你的 kernel
+# 提示：两个 kernel 里都要重算 `P` 和 `dS`（写一个 `@triton.jit` 辅助函数）；`dkdv_kernel` 在 causal 时可以从对角线所在的
+# query 块开始循环，`dq_kernel` 循环到对角线为止；`lse` 和 `delta` 的形状是 `(B*H, S)`。
+# %% id=ex12-kernel role=solution
+# 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
+@triton.jit
+def forward_lse_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, sm_scale, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+                       BLOCK_N: tl.constexpr, D: tl.constexpr):
+    """Given: the forward pass, storing o and lse = m + log(l) for each query row."""
+    pid_m = tl.program_id(0)
+    base = tl.program_id(1) * S * D
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rd = tl.arange(0, D)
+    q = tl.load(q_ptr + base + rm[:, None] * D + rd[None, :], mask=rm[:, None] < S, other=0.0)
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, D), tl.float32)
+    for n0 in range(0, S, BLOCK_N):
+        rn = n0 + tl.arange(0, BLOCK_N)
+        k = tl.load(k_ptr + base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < S, other=0.0)
+        v = tl.load(v_ptr + base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < S, other=0.0)
+        s = tl.dot(q, tl.trans(k)) * sm_scale
+        valid = rn[None, :] < S
+        if CAUSAL:
+            valid = valid & (rn[None, :] <= rm[:, None])
+        s = tl.where(valid, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        p = tl.exp(s - m_new[:, None])
+        alpha = tl.exp(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    tl.store(o_ptr + base + rm[:, None] * D + rd[None, :], acc / l_i[:, None], mask=rm[:, None] < S)
+    tl.store(lse_ptr + tl.program_id(1) * S + rm, m_i + tl.log(l_i), mask=rm < S)
+
+
+@triton.jit
+def delta_kernel(o_ptr, do_ptr, delta_ptr, rows, D: tl.constexpr, BLOCK: tl.constexpr):
+    """Given: delta = rowsum(do * o), one number per query row."""
+    r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    rd = tl.arange(0, D)
+    m = r[:, None] < rows
+    o = tl.load(o_ptr + r[:, None] * D + rd[None, :], mask=m, other=0.0).to(tl.float32)
+    do = tl.load(do_ptr + r[:, None] * D + rd[None, :], mask=m, other=0.0).to(tl.float32)
+    tl.store(delta_ptr + r, tl.sum(o * do, axis=1), mask=r < rows)
+
+
+### BEGIN SOLUTION
+@triton.jit
+def _p_and_ds(q, k, v, do, lse, delta, rm, rn, S, sm_scale, CAUSAL: tl.constexpr):
+    s = tl.dot(q, tl.trans(k)) * sm_scale
+    valid = (rm[:, None] < S) & (rn[None, :] < S)
+    if CAUSAL:
+        valid = valid & (rn[None, :] <= rm[:, None])
+    p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
+    dp = tl.dot(do, tl.trans(v))
+    return p, p * (dp - delta[:, None])
+### END SOLUTION
+
+
+@triton.jit
+def dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, S, sm_scale, CAUSAL: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr):
+    ### BEGIN SOLUTION
+    pid_n = tl.program_id(0)
+    bh = tl.program_id(1)
+    base = bh * S * D
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rd = tl.arange(0, D)
+    k = tl.load(k_ptr + base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < S, other=0.0)
+    v = tl.load(v_ptr + base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < S, other=0.0)
+    dk = tl.zeros((BLOCK_N, D), tl.float32)
+    dv = tl.zeros((BLOCK_N, D), tl.float32)
+    lo = (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M if CAUSAL else 0
+    for m0 in range(lo, S, BLOCK_M):
+        rm = m0 + tl.arange(0, BLOCK_M)
+        q = tl.load(q_ptr + base + rm[:, None] * D + rd[None, :], mask=rm[:, None] < S, other=0.0)
+        do = tl.load(do_ptr + base + rm[:, None] * D + rd[None, :], mask=rm[:, None] < S, other=0.0)
+        lse = tl.load(lse_ptr + bh * S + rm, mask=rm < S, other=0.0)
+        delta = tl.load(delta_ptr + bh * S + rm, mask=rm < S, other=0.0)
+        p, ds = _p_and_ds(q, k, v, do, lse, delta, rm, rn, S, sm_scale, CAUSAL)
+        dv += tl.dot(tl.trans(p.to(do.dtype)), do)
+        dk += tl.dot(tl.trans(ds.to(q.dtype)), q)
+    tl.store(dk_ptr + base + rn[:, None] * D + rd[None, :], dk * sm_scale, mask=rn[:, None] < S)
+    tl.store(dv_ptr + base + rn[:, None] * D + rd[None, :], dv, mask=rn[:, None] < S)
+    ### STUB
+    # TODO: 读 k_j、v_j；dk、dv 清零；沿 query 块循环：读 q_i、do_i、lse_i、delta_i，重算 P 和 dS，累加 dv、dk；写回（dk 乘 sm_scale）
+    pass
+    ### END SOLUTION
+
+
+@triton.jit
+def dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, S, sm_scale, CAUSAL: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr):
+    ### BEGIN SOLUTION
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    base = bh * S * D
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rd = tl.arange(0, D)
+    q = tl.load(q_ptr + base + rm[:, None] * D + rd[None, :], mask=rm[:, None] < S, other=0.0)
+    do = tl.load(do_ptr + base + rm[:, None] * D + rd[None, :], mask=rm[:, None] < S, other=0.0)
+    lse = tl.load(lse_ptr + bh * S + rm, mask=rm < S, other=0.0)
+    delta = tl.load(delta_ptr + bh * S + rm, mask=rm < S, other=0.0)
+    dq = tl.zeros((BLOCK_M, D), tl.float32)
+    hi = tl.minimum((pid_m + 1) * BLOCK_M, S) if CAUSAL else S
+    for n0 in range(0, hi, BLOCK_N):
+        rn = n0 + tl.arange(0, BLOCK_N)
+        k = tl.load(k_ptr + base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < S, other=0.0)
+        v = tl.load(v_ptr + base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < S, other=0.0)
+        p, ds = _p_and_ds(q, k, v, do, lse, delta, rm, rn, S, sm_scale, CAUSAL)
+        dq += tl.dot(ds.to(k.dtype), k)
+    tl.store(dq_ptr + base + rm[:, None] * D + rd[None, :], dq * sm_scale, mask=rm[:, None] < S)
+    ### STUB
+    # TODO: 读 q_i、do_i、lse_i、delta_i；dq 清零；沿 key 块循环（causal：到对角线为止）：重算 dS，累加 dq；写回（乘 sm_scale）
+    pass
+    ### END SOLUTION
+
+
+def attention_backward(q, k, v, do, causal=False, sm_scale=None, dq=None, dk=None, dv=None, BLOCK_M=16, BLOCK_N=16):
+    B, H, S, D = q.shape
+    sm_scale = D ** -0.5 if sm_scale is None else sm_scale
+    dq = torch.empty_like(q) if dq is None else dq
+    dk = torch.empty_like(k) if dk is None else dk
+    dv = torch.empty_like(v) if dv is None else dv
+    o = torch.empty_like(q)
+    lse = torch.empty((B * H, S), dtype=torch.float32, device=q.device)
+    delta = torch.empty((B * H, S), dtype=torch.float32, device=q.device)
+    forward_lse_kernel[(triton.cdiv(S, BLOCK_M), B * H)](q, k, v, o, lse, S, sm_scale, CAUSAL=causal,
+                                                        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, D=D)
+    delta_kernel[(triton.cdiv(B * H * S, 32),)](o, do, delta, B * H * S, D=D, BLOCK=32)
+    ### BEGIN SOLUTION
+    dkdv_kernel[(triton.cdiv(S, BLOCK_N), B * H)](q, k, v, do, lse, delta, dk, dv, S, sm_scale, CAUSAL=causal,
+                                                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, D=D)
+    dq_kernel[(triton.cdiv(S, BLOCK_M), B * H)](q, k, v, do, lse, delta, dq, S, sm_scale, CAUSAL=causal,
+                                               BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, D=D)
+    ### STUB
+    # TODO: 启动 dkdv_kernel（grid = (key 块数, B*H)）和 dq_kernel（grid = (query 块数, B*H)）
+    raise NotImplementedError("TODO: launch dkdv_kernel and dq_kernel")
+    ### END SOLUTION
+    return dq, dk, dv
+# %% [markdown] id=ex12-selfcheck-md
+# ## 自检
+#
+# **最常见的错误**：(1) 越界或被 causal 遮住的位置 `P` 没有置 0（`exp(s - lse)` 在那里不是 0）；(2) 忘了 `dk`、`dq`
+# 乘 `sm_scale`（`dv` 不乘）；(3) causal 时 `dkdv_kernel` 的循环起点算错，漏掉了对角线所在的那个 query 块。
+# %% id=ex12-selfcheck role=selfcheck
+from grader import selfcheck
+selfcheck.check("ex12_flash_attention_backward", globals())
+# %% id=ex12-grading role=grading
+from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+
+TAIL = "S 不是块大小的整数倍：超出 S 的 query/key 处 P 要是 0，load 要 mask，store 要 mask。"
+CAUSAL = TAIL + " causal=True：j > i 的位置 P = 0；dkdv_kernel 从对角线所在的 query 块开始，dq_kernel 循环到对角线为止。"
+LOOP = "S 比一个块长：dk、dv 要对所有 query 块累加，dq 要对所有 key 块累加；dk、dq 最后乘 sm_scale，dv 不乘。"
+
+
+def cases(device, rng):
+    def one(b, h, s, d, dt, causal, hint=TAIL, **kw):
+        shape = (b, h, s, d)
+        return Case(f"B={b} H={h} S={s} D={d} {dt}" + (" causal" if causal else ""), dt,
+                    (Tensor("q", shape), Tensor("k", shape), Tensor("v", shape), Tensor("do", shape)),
+                    {"causal": causal}, ("q", "k", "v", "do"), ("causal",),
+                    outputs=(Tensor("dq", shape), Tensor("dk", shape), Tensor("dv", shape)), hint=hint, **kw)
+
+    cs = [one(1, 1, 1, 16, "float32", False, public=True), one(1, 2, 17, 16, "float32", False, public=True),
+          one(1, 2, 17, 16, "float32", True, CAUSAL, public=True), one(2, 1, 45, 32, "float32", False, LOOP),
+          one(2, 1, 45, 32, "float32", True, CAUSAL, public=True), one(1, 2, 33, 16, "float16", True, CAUSAL, public=True)]
+    long_s = sizes(rng, 65, 140, 2)
+    cs += [one(1, 1, long_s[0], 16, "float32", False, LOOP, hidden=True),
+           one(1, 1, long_s[1], 32, "float32", True, CAUSAL + " " + LOOP, hidden=True),
+           one(1, 2, near_multiples(rng, (32, 64), 1, (2, 2))[0], 16, "float32", True, CAUSAL, hidden=True),
+           one(1, 1, sizes(rng, 20, 80)[0], 16, "float16", False, LOOP, hidden=True)]
+    if device == "cuda":
+        cs += [one(1, 2, 100, 32, "bfloat16", True, CAUSAL),
+               Case("性能 B=4 H=16 S=1024 D=64 float16 causal", "float16", mode="perf", points=2.0,
+                    perf={"shapes": {k: [4, 16, 1024, 64] for k in ("q", "k", "v", "do")},
+                          "outputs": {k: [4, 16, 1024, 64] for k in ("dq", "dk", "dv")}, "scalars": {"causal": True},
+                          "call": ["q", "k", "v", "do"], "kwargs": ["causal"],
+                          "flops": 10 * 4 * 16 * 1024 * 1024 * 64 // 2, "tuning": {"BLOCK_M": 64, "BLOCK_N": 64}})]
+    return cs
+
+
+EXERCISE = Exercise(
+    title="FlashAttention-2 反向：dQ、dK、dV", func="attention_backward", reference=attention_backward_spec, cases=cases,
+    perf_ref="attention",
+    tolerances={"float32": (2e-4, 2e-4), "float32@cuda": (5e-2, 5e-2), "float16": (3e-2, 3e-2), "bfloat16": (1e-1, 5e-2)},
+    forbid=("torch.autograd.grad", "torch.Tensor.backward", "torch.softmax", "torch.Tensor.softmax",
+            "torch.nn.functional.softmax", "torch.exp", "torch.Tensor.exp", "torch.matmul", "torch.bmm", "torch.einsum",
+            "torch.Tensor.__matmul__", "torch.Tensor.matmul", "torch.nn.functional.scaled_dot_product_attention"))

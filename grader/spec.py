@@ -1,0 +1,155 @@
+"""How an exercise declares what it is graded on, inside its own source file.
+
+Everything about one exercise sits in ``grader/exercise_src/<id>.py``: the text, the stub, the
+solution, the plain-torch spec (a ``role=given`` cell whose id ends in ``-spec``) and one
+``role=grading`` cell that is never put into a notebook. The grading cell runs in the grader's own
+process, with the spec cells' definitions already in its namespace, and must bind ``EXERCISE``::
+
+    # %% id=ex02-grading role=grading
+    from grader.spec import Case, Exercise, Tensor, sizes
+
+    def cases(device, rng):
+        ...  # list[Case]; rng is random.Random(secret seed of this run): draw the hidden sizes from it
+
+    EXERCISE = Exercise(title="...", func="softmax", reference=softmax_spec, cases=cases,
+                        tolerances={"float32": (1e-6, 1e-5), "float16": (1e-3, 1e-2)})
+
+The reference is called like the learner's function (same positional arguments and keywords, the
+outputs left out), with every tensor in float64 and contiguous; it returns one tensor per output
+(a tuple when there are several). Nothing here runs in the learner's kernel.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import torch
+
+DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
+FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+LAYOUTS = ("contig", "padded", "transposed")
+
+FILLS: dict[str, Callable] = {
+    "randn": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64),
+    "large": lambda g, shape: 50 * torch.randn(shape, generator=g, dtype=torch.float64),
+    "offset": lambda g, shape: 1000 + torch.randn(shape, generator=g, dtype=torch.float64),
+    "weight": lambda g, shape: 1 + 0.1 * torch.randn(shape, generator=g, dtype=torch.float64),
+    "positive": lambda g, shape: torch.rand(shape, generator=g, dtype=torch.float64),
+}
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One input or output tensor.
+
+    fill: a name of :data:`FILLS` or a function ``(generator, shape) -> float64 tensor`` (integer
+    inputs: return integral values). layout: ``contig``; ``padded`` (2-D, rows 3 elements further
+    apart than their length); ``transposed`` (a ``.t()`` view of a contiguous tensor).
+    dtype: ``None`` means the case's dtype.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    fill: str | Callable = "randn"
+    layout: str = "contig"
+    dtype: str | None = None
+
+    def dtype_in(self, case: "Case") -> str:
+        return self.dtype or case.dtype
+
+
+@dataclass
+class Case:
+    """One test. ``mode``: ``tensor`` (call the learner's function on tensors, replay its Triton
+    launches on fresh inputs), ``python`` (call a plain function with each tuple of ``calls`` and
+    compare what it returns with the reference's), ``perf`` (GPU only: time the replayed launches)."""
+
+    name: str
+    dtype: str = "float32"
+    inputs: tuple[Tensor, ...] = ()
+    scalars: dict = field(default_factory=dict)
+    call: tuple[str, ...] = ()        # positional arguments: input or scalar names
+    kwargs: tuple[str, ...] = ()      # scalar names passed by keyword
+    out_shape: tuple[int, ...] = ()   # one output called ``out``; or give ``outputs``
+    outputs: tuple[Tensor, ...] = ()  # each passed to the learner's function by keyword (name=view)
+    mode: str = "tensor"
+    func: str = ""                    # the learner's function; defaults to the exercise's
+    points: float = 1.0
+    gpu_only: bool = False
+    public: bool = False              # run by the learner's self-check (fixed seed, in their notebook)
+    hidden: bool = False              # drawn per run from the secret seed: students see it as "hidden"
+    hint: str = ""                    # what the case is about, shown when it fails
+    tol: tuple[float, float] | None = None  # (atol, rtol) for this case instead of the exercise's
+    calls: tuple = ()                 # python mode: argument tuples
+    perf: dict = field(default_factory=dict)  # perf mode: shapes, scalars, call, kwargs, nbytes/flops, ref
+    order_check: bool = True          # CPU: also replay the grid in a shuffled program order
+    reference: Callable | None = None  # instead of the exercise's (a case of another function)
+
+    def __post_init__(self):
+        if self.mode not in ("tensor", "python", "perf"):
+            raise ValueError(f"{self.name}: unknown mode {self.mode!r}")
+        if self.out_shape and not self.outputs:
+            self.outputs = (Tensor("out", tuple(self.out_shape)),)
+        for t in (*self.inputs, *self.outputs):
+            if t.dtype_in(self) not in DTYPES or t.layout not in LAYOUTS:
+                raise ValueError(f"{self.name}: tensor {t.name} has dtype {t.dtype_in(self)!r}, layout {t.layout!r}")
+        if self.dtype == "bfloat16" or any(t.dtype == "bfloat16" for t in (*self.inputs, *self.outputs)):
+            self.gpu_only = True  # bf16 under the interpreter is silently wrong
+        if self.mode == "perf":
+            self.gpu_only = True
+
+
+@dataclass
+class Exercise:
+    """``cases(device, rng)`` lists the tests; ``forbid`` names torch ops that raise when the
+    learner's code calls them (a clearer message than the replay's); ``needs`` says what a CPU run
+    requires (for example ``"triton>=3.9"`` when older interpreters cannot run it).
+    ``perf_ref`` names the tuned ``tcourse.kernels`` function whose speed is shown as information
+    (the points are graded against the exercise's own solution: a textbook kernel)."""
+
+    title: str
+    func: str = ""
+    reference: Callable | None = None
+    tolerances: dict = field(default_factory=dict)  # "float16" or "float32@cuda" -> (atol, rtol); absent: exact
+    cases: Callable[[str, random.Random], list[Case]] | None = None
+    forbid: tuple[str, ...] = ()
+    written: bool = False
+    needs: str = ""
+    perf_ref: str = ""
+    reference_on_device: bool = False  # the reference calls a Triton kernel: on a GPU run, give it GPU tensors
+    id: str = ""  # set by the registry from the file name
+
+    def tolerance(self, dtype: str, device: str) -> tuple[float, float]:
+        if dtype not in FLOAT_DTYPES:
+            return (0.0, 0.0)
+        return self.tolerances.get(f"{dtype}@{device}", self.tolerances.get(dtype, (0.0, 0.0)))
+
+    def cases_for(self, device: str, seed: int) -> list[Case]:
+        cs = self.cases(device, random.Random(seed))
+        return [replace(c, func=c.func or self.func) for c in cs]
+
+
+def sizes(rng: random.Random, lo: int, hi: int, k: int = 1, avoid: tuple[int, ...] = ()) -> list[int]:
+    """``k`` distinct integers in [lo, hi] drawn from ``rng``, none of them in ``avoid``."""
+    pool = [n for n in range(lo, hi + 1) if n not in avoid] if hi - lo < 100_000 else None
+    if pool is not None:
+        return rng.sample(pool, min(k, len(pool)))
+    out: list[int] = []
+    while len(out) < k:
+        n = rng.randint(lo, hi)
+        if n not in avoid and n not in out:
+            out.append(n)
+    return out
+
+
+def near_multiples(rng: random.Random, bases=(64, 128, 256, 1024), k: int = 2, scale: tuple[int, int] = (1, 4)):
+    """``k`` sizes that are a multiple of one of ``bases`` or one off it (m*b - 1, m*b, m*b + 1)."""
+    out: list[int] = []
+    for _ in range(50 * k):
+        b, m, d = rng.choice(bases), rng.randint(*scale), rng.choice((-1, 0, 1))
+        if max(1, m * b + d) not in out:
+            out.append(max(1, m * b + d))
+        if len(out) == k:
+            break
+    return out

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Everything the course records on a GPU node without internet (the H200), in one go.
+#
+#   here:   ./course.sh wheelhouse .gpu/wheels --kernel-only
+#           (cd .gpu && apt-get download bubblewrap libcap2 libselinux1 libpcre2-8-0)
+#   there:  bash scripts/gpu_session.sh STEP... [--out DIR]
+#
+# Steps (each recording step stops itself in time for the tarball): grader (GPU grader tests + every solution graded on cuda, in a bubblewrap sandbox with the
+# NVIDIA device files bound in), chapters (scripts/record_gpu.py: every chapter re-recorded in place; chapters-a: 00-04, chapters-b: 05-07, chapters-c: 08-10),
+# frontier (scripts/record_frontier_gpu.py, chapters 8-10), extras (
+# Nsight Compute and Proton excerpts, scripts/record_extras_gpu.py). Logs go to results/h200/logs; with --out DIR, a tarball of every
+# file the session changed or added under notebooks/ and results/ (logs included) is written to DIR.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOGS=results/h200/logs TAR_DIR="" steps=()
+while (($#)); do
+  case $1 in
+    --out) TAR_DIR=$2; shift ;;
+    *) steps+=("$1") ;;
+  esac
+  shift
+done
+mkdir -p "$LOGS"
+touch /tmp/gpu-session-start
+export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+if ! python3 -c 'import nbclient' 2>/dev/null; then
+  ./course.sh install-offline .gpu/wheels > "$LOGS/install.log" 2>&1 || { tail -20 "$LOGS/install.log"; exit 1; }
+fi
+if ! command -v bwrap >/dev/null && compgen -G ".gpu/*.deb" >/dev/null; then
+  mkdir -p /tmp/bw && for f in .gpu/*.deb; do dpkg -x "$f" /tmp/bw; done
+  export PATH=/tmp/bw/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/bw/usr/lib/x86_64-linux-gnu:/tmp/bw/lib/x86_64-linux-gnu
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw --format=csv > "$LOGS/gpu.txt" 2>&1
+python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$LOGS/gpu.txt" 2>&1
+
+run() {  # name, command...: time it, keep its log, never stop the session
+  local name=$1; shift
+  local t0=$SECONDS
+  echo "== $name"
+  "$@" > "$LOGS/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: rc=$rc in $((SECONDS - t0)) s"; tail -4 "$LOGS/$name.log"
+}
+
+for step in "${steps[@]}"; do
+  case $step in
+    grader)  # the GPU grader tests and every solution graded on the GPU, side by side
+      run grader_sandbox python3 -c 'from grader import sandbox; print(sandbox.choose().describe())'
+      rm -rf results/h200/grader_solutions
+      run grader_gpu_tests python3 -m pytest -q -p no:cacheprovider tests/test_grader_gpu.py &
+      run grade_solutions python3 -m grader grade solutions/ --out results/h200/grader_solutions --device cuda --workers 4
+      wait
+      rm -rf results/h200/grader_solutions/.cache ;;
+    chapters) run record_chapters timeout 520 python3 scripts/record_gpu.py ;;
+    chapters-a) run record_chapters_a timeout 480 python3 scripts/record_gpu.py notebooks/0[0-4]_*.ipynb ;;
+    chapters-b) run record_chapters_b timeout 400 python3 scripts/record_gpu.py notebooks/0[5-7]_*.ipynb ;;
+    chapters-c) run record_chapters_c timeout 480 python3 scripts/record_gpu.py notebooks/0[89]_*.ipynb notebooks/1[0-9]_*.ipynb ;;
+    frontier) [[ -f scripts/record_frontier_gpu.py ]] && run record_frontier python3 scripts/record_frontier_gpu.py ;;
+    extras) [[ -f scripts/record_extras_gpu.py ]] && run record_extras python3 scripts/record_extras_gpu.py ;;
+    *) echo "unknown step $step" ;;
+  esac
+done
+if [[ -n $TAR_DIR ]]; then
+  find notebooks results -type f -newer /tmp/gpu-session-start > /tmp/changed.txt
+  tar czf "$TAR_DIR/session.tgz" -T /tmp/changed.txt
+  echo "changed files: $(wc -l < /tmp/changed.txt) -> $TAR_DIR/session.tgz"
+fi

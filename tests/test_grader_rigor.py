@@ -1,0 +1,283 @@
+"""The grader's rigor (issue 13): work done outside Triton, untested sizes, out-of-bounds reads, program
+order, caching, exercise identity, correct code that must not be refused, unusable inputs, the replay's
+own input, process isolation, and a mutation test over the solutions.
+
+Verdict-critical submissions are graded in one ``grade --workers 2`` batch; the most critical ones
+appear three times (each copy gets its own secret seed: a flaky verdict fails the test).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grader import batch, cli, execute, grade, policy, registry, safeio, sandbox, source
+from grader.replay import BadLog, Replayer
+from test_grader import REPO, make_variant
+
+AXPY_LAUNCH = "    axpy_kernel[grid](x, y, out, a, n, BLOCK_SIZE=BLOCK_SIZE)\n"
+AXPY_STORE = "    tl.store(out_ptr + offs, a * x + y, mask=mask)"
+COPY_KERNEL = [(AXPY_STORE, "    tl.store(out_ptr + offs, y, mask=mask)")]
+
+# name: (exercise, replacements, words some failed test's message must all contain; "full" = full marks)
+CASES = {
+    # work done outside Triton: the replay on fresh inputs runs the launches alone
+    "copy-kernel-around-host-result": ("ex01_axpy", COPY_KERNEL + [(AXPY_LAUNCH,
+        "    t = x.clone()\n    t *= a\n    t += y\n    axpy_kernel[grid](x, t, out, a, n, BLOCK_SIZE=BLOCK_SIZE)\n")],
+        ["重放", "新输入"]),
+    "negate-kernel-around-host-result": ("ex01_axpy", [(AXPY_STORE, "    tl.store(out_ptr + offs, -y, mask=mask)"),
+        (AXPY_LAUNCH, "    t = x.clone()\n    t *= -a\n    t -= y\n    axpy_kernel[grid](x, t, out, a, n, BLOCK_SIZE=BLOCK_SIZE)\n")],
+        ["重放", "新输入"]),
+    "host-fixes-the-tail": ("ex01_axpy", [("    mask = offs < n", "    mask = offs < (n // 8) * 8"),
+        (AXPY_LAUNCH, AXPY_LAUNCH + "    t = x.clone()\n    t *= a\n    t += y\n    out[(n // 8) * 8:] = t[(n // 8) * 8:]\n")],
+        ["重放"]),
+    # sizes past one block, one loop trip, 2^20, exact multiples
+    "softmax-fixed-block-1024": ("ex02_softmax", [("BLOCK_SIZE = triton.next_power_of_2(n_cols)", "BLOCK_SIZE = 1024")],
+                                 ["1024"]),
+    "softmax-specialised-to-public-widths": ("ex02_softmax", [("BLOCK_SIZE = triton.next_power_of_2(n_cols)",
+        "BLOCK_SIZE = triton.next_power_of_2(n_cols) if n_cols <= 1000 else 1024")], ["1024"]),
+    "layernorm-fixed-block-1024": ("ex05_layernorm", [("BLOCK_SIZE=triton.next_power_of_2(n_cols)", "BLOCK_SIZE=1024")],
+                                   ["1024"]),
+    "matmul-no-k-loop-past-256": ("ex03_matmul", [("for k0 in range(0, K, BLOCK_K):",
+                                                   "for k0 in range(0, min(K, 256), BLOCK_K):")], ["K 远大于 BLOCK_K"]),
+    "matmul-fp16-accumulator": ("ex03_matmul", [("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)",
+                                                 "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)"),
+                                                ("acc += tl.dot(a, b)", "acc += tl.dot(a, b).to(tl.float16)")],
+                                ["累加器必须是 float32"]),
+    "axpy-wrong-past-2-20": ("ex01_axpy", [("    mask = offs < n", "    mask = (offs < n) & (offs < 1048576)")], ["2^20"]),
+    "axpy-drops-last-block-on-exact-multiple": ("ex01_axpy", [("grid = (triton.cdiv(n, BLOCK_SIZE),)",
+        "grid = (max(1, triton.cdiv(n, BLOCK_SIZE) - (n % BLOCK_SIZE == 0)),)")], ["整数倍"]),
+    "transpose-overlapping-tiles": ("ex06_transpose", [("rm = tl.program_id(0) * BLOCK_M", "rm = tl.program_id(0) * (BLOCK_M - 1)")],
+                                    ["NaN"]),
+    # out-of-bounds reads whose values are masked at the store
+    "unmasked-load-masked-store": ("ex01_axpy", [("    x = tl.load(x_ptr + offs, mask=mask)", "    x = tl.load(x_ptr + offs)")],
+                                   ["越界访问", "program"]),
+    # a result that depends on the order in which programs run (the interpreter runs them in order)
+    "race-on-the-next-block": ("ex01_axpy", [(AXPY_STORE, "    tl.store(out_ptr + offs + BLOCK_SIZE, 0.0 * x, "
+                                              "mask=(offs + BLOCK_SIZE) < n)\n" + AXPY_STORE)], ["顺序"]),
+    # Python that the interpreter runs but a GPU compiler refuses
+    "python-inside-the-kernel": ("ex01_axpy", [("    pid = tl.program_id(0)\n",
+                                                "    pid = tl.program_id(0)\n    seen = {}\n")], ["sm_90"]),
+    # a result cached by shape
+    "cache-by-shape": ("ex01_axpy", [("def axpy(a, x, y, out=None, BLOCK_SIZE=1024):",
+                                      "CACHE = {}\n\n\ndef axpy(a, x, y, out=None, BLOCK_SIZE=1024):"),
+        (AXPY_LAUNCH, "    if n in CACHE:\n        out.copy_(CACHE[n])\n        return out\n" + AXPY_LAUNCH
+         + "    CACHE[n] = out.clone()\n")], ["缓存"]),
+    # correct code that must not be refused (issue 13's false rejections, all in one submission)
+    "correct-with-config-main-version-time-global": ("ex01_axpy", [(
+        "def axpy(a, x, y, out=None, BLOCK_SIZE=1024):",
+        "class Cfg:\n    BLOCK = 1024\n\n\ncfg = Cfg()\ncfg.BLOCK = 1024\nLAUNCHES = 0\n"
+        "print(triton.__version__)\n%time z = 1\n\n\ndef axpy(a, x, y, out=None, BLOCK_SIZE=1024):\n"
+        "    global LAUNCHES\n    LAUNCHES += 1"),
+        ("    return out", "    return out\n\n\nif __name__ == '__main__':\n    print(cfg.BLOCK, LAUNCHES)")], "full"),
+}
+REPEATED = ("copy-kernel-around-host-result", "unmasked-load-masked-store", "race-on-the-next-block")
+
+
+def _problem(words, result: dict) -> str:
+    tests = [t for t in result["tests"] if t["status"] != "skipped"]
+    if words == "full":
+        bad = [(t["name"], t["message"][:150]) for t in tests if t["status"] != "passed"]
+        return f"expected full marks: {bad}" if bad else ""
+    if result["score"] >= result["max_score"]:
+        return "full marks for a wrong submission"
+    msgs = [t["message"] for t in tests if t["status"] != "passed"]
+    return "" if any(all(w in m for w in words) for m in msgs) else f"no message has {words}: {[m[:160] for m in msgs[:3]]}"
+
+
+def test_rigor_batch(tmp_path, capsys):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    expected = {}
+    for name, (ex_id, repl, words) in CASES.items():
+        for k in range(3 if name in REPEATED else 1):
+            p = make_variant(subs, ex_id, repl, f"{name}-{k}")
+            expected[p.stem] = words
+    flags = [] if sandbox.choose().isolated else ["--unsafe-no-sandbox"]
+    assert cli.main(["grade", str(subs), "--out", str(out), "--device", "cpu", "--workers", "2", "--timeout", "60"]
+                    + flags) == 0
+    problems, table = {}, []
+    for stem, words in expected.items():
+        result = json.loads((out / f"{batch.stem_for(subs / f'{stem}.ipynb')}.json").read_text(encoding="utf-8"))
+        why = _problem(words, result)
+        if why:
+            problems[stem] = why
+        first = next((t["message"] for t in result["tests"] if t["status"] not in ("passed", "skipped")), "")
+        table.append(f"{stem:<48} {result['score']:g}/{result['max_score']:g} {result['duration_s']:.0f}s  {first[:60]}")
+    with capsys.disabled():
+        print("\n" + "\n".join(table))
+    assert not problems, problems
+
+
+def test_exercise_identity_mismatch_is_reported(tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "easy.ipynb").write_bytes((REPO / "solutions" / "ex01_axpy.ipynb").read_bytes())
+    flags = [] if sandbox.choose().isolated else ["--unsafe-no-sandbox"]
+    assert cli.main(["grade", str(subs), "--out", str(out), "--device", "cpu", "--exercise", "ex02_softmax"] + flags) == 0
+    row = next(csv.DictReader(open(out / "gradebook.csv", encoding="utf-8")))
+    assert row["exercise"] == "ex02_softmax" and float(row["score"]) == 0
+    assert row["status"].startswith("exercise mismatch") and "ex01_axpy" in row["status"]
+
+
+def test_batch_refuses_without_isolation(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TCOURSE_GRADER_SANDBOX", "off")
+    assert cli.main(["grade", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "--unsafe-no-sandbox" in capsys.readouterr().err
+
+
+def _deep(n: int) -> bytes:
+    return b'{"cells": ' + b"[" * n + b"]" * n + b"}"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink-dev-zero", "deep-json", "surrogate", "huge", "directory"])
+def test_unusable_submissions_exit_2_fast(tmp_path, capsys, kind):
+    path = tmp_path / "sub.ipynb"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink-dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "deep-json":
+        path.write_bytes(_deep(100_000))
+    elif kind == "surrogate":
+        nb = json.loads((REPO / "solutions" / "ex01_axpy.ipynb").read_text(encoding="utf-8"))
+        cell = next(c for c in nb["cells"] if c["id"] == "ex01-kernel")
+        cell["source"] = "x = 1\n"
+        path.write_text(json.dumps(nb).replace('"x = 1\\n"', '"x = \\"\\udc80\\"\\n"'), encoding="utf-8")
+    elif kind == "huge":
+        with open(path, "wb") as f:
+            f.truncate(64 << 20)
+    else:
+        path.mkdir()
+    t0 = time.monotonic()
+    assert cli.main(["check", str(path), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error:"), err
+    assert time.monotonic() - t0 < 10
+
+
+def _replayer(tmp_path, log) -> Replayer:
+    (tmp_path / "work").mkdir(exist_ok=True)
+    target = tmp_path / "work" / "c00_launches.json"
+    if callable(log):
+        log(target)
+    else:
+        target.write_text(json.dumps(log) if not isinstance(log, bytes) else log.decode(), encoding="utf-8")
+    return Replayer(tmp_path, "cpu", {"axpy_kernel": object()}, None)
+
+
+GOOD = {"kernel": "axpy_kernel", "grid": [1], "args": [], "kwargs": {}}
+
+
+@pytest.mark.parametrize("log", [
+    {"launches": [{**GOOD, "kernel": "not_mine"}]},
+    {"launches": [{**GOOD, "grid": [-1]}]},
+    {"launches": [{**GOOD, "grid": [1 << 30]}]},
+    {"launches": [GOOD] * 65},
+    {"launches": [{**GOOD, "extra": 1}]},
+    {"launches": "x"},
+    _deep(100_000),
+    lambda p: p.symlink_to("/dev/zero"),
+    lambda p: os.mkfifo(p),
+    lambda p: open(p, "wb").truncate(64 << 20),
+])
+def test_forged_launch_logs_are_refused(tmp_path, log):
+    rp = _replayer(tmp_path, log)
+    t0 = time.monotonic()
+    with pytest.raises((BadLog, safeio.Untrusted)):
+        rp.read_log("c00")
+    assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.parametrize("arg", [
+    {"t": "tensor", "buf": "in:nope", "byte": 0, "dtype": "float32"},
+    {"t": "tensor", "buf": "in:x", "byte": 1 << 40, "dtype": "float32"},
+    {"t": "tensor", "buf": "in:x", "byte": 2, "dtype": "float32"},
+    {"t": "tensor", "buf": "in:x", "byte": 0, "dtype": "object"},
+    {"t": "int", "v": True},
+    {"t": "unsupported", "type": "Generator"},
+    json.loads('{"t": "tuple", "v": [' * 8 + '{"t": "none"}' + ']}' * 8),
+])
+def test_replay_refuses_malformed_arguments(tmp_path, arg):
+    import torch
+
+    rp = _replayer(tmp_path, {"launches": []})
+    with pytest.raises(BadLog):
+        rp.decode(arg, {"in:x": torch.zeros(16)})
+
+
+@pytest.mark.skipif(sandbox.uid_blocker() is not None, reason=f"no throwaway-user isolation here: {sandbox.uid_blocker()}")
+def test_uid_isolation_kills_escapees_and_confines_writes(tmp_path, monkeypatch):
+    """Without bubblewrap, as root: the learner's kernel runs as a fresh unprivileged user; a daemon that
+    cleared its environment and left the session is killed, and the grader's files stay out of reach."""
+    monkeypatch.setenv("TCOURSE_GRADER_SANDBOX", "uid")
+    monkeypatch.setattr(grade.policy, "audit", lambda cells, names=(): policy.Audit(sources=dict(cells)))
+    victim = tmp_path / "grader_file.txt"
+    victim.write_text("grader's", encoding="utf-8")
+    victim.chmod(0o644)
+    tmp_path.chmod(0o700)
+    marker = f"tcourse-escapee-{os.getpid()}"
+    code = (f"import subprocess, sys\n"
+            f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3000)', {marker!r}], env={{}}, "
+            f"start_new_session=True)\n"
+            f"try:\n    open({str(victim)!r}, 'w').write('forged')\nexcept OSError as e:\n    print('refused', e)\n"
+            f"try:\n    open('/etc/tcourse-forged', 'w').write('x')\nexcept OSError as e:\n    print('refused', e)\n")
+    path = make_variant(tmp_path, "ex01_axpy", [("@triton.jit\ndef axpy_kernel", code + "\n\n@triton.jit\ndef axpy_kernel")])
+    r = grade.grade(path, "cpu", cell_timeout=60, seed=2)
+    assert r.sandbox.startswith("uid "), r.sandbox
+    assert r.score == r.max_score, [(t.name, t.message) for t in r.tests if t.status != "passed"]
+    assert victim.read_text(encoding="utf-8") == "grader's" and not Path("/etc/tcourse-forged").exists()
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert marker not in ps
+
+
+def _mutants(ex_id: str) -> list[tuple[str, str]]:
+    """(old, new) edits of the solution's last kernel cell, one mutation each: the first ``tl.load``
+    without its mask (and ``other``), and the first ``<`` comparison turned into ``<=``."""
+    import ast
+
+    cells = [c for c in source.parse(source.SRC_DIR / f"{ex_id}.py") if c.role == "solution" and "@triton.jit" in c.text]
+    src = source.render(cells[-1].text, True)
+    tree = ast.parse(src)
+    found = []
+    load = next((n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "tl.load"
+                 and any(k.arg == "mask" for k in n.keywords)), None)
+    if load is not None:
+        old = ast.get_source_segment(src, load)
+        load.keywords = [k for k in load.keywords if k.arg not in ("mask", "other")]
+        found.append((old, ast.unparse(load)))
+    cmp = next((n for n in ast.walk(tree) if isinstance(n, ast.Compare) and isinstance(n.ops[0], ast.Lt)), None)
+    if cmp is not None:
+        old = ast.get_source_segment(src, cmp)
+        cmp.ops = [ast.LtE()]
+        found.append((old, ast.unparse(cmp)))
+    return found
+
+
+def test_mutants_of_every_solution_are_caught(tmp_path, capsys):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    made = []
+    for ex_id, ex in registry.exercises().items():
+        if ex.written or ex_id == "ex04_group_m_swizzle":  # its kernel has no mask; the python part has its own cases
+            continue
+        for k, edit in enumerate(_mutants(ex_id)):
+            made.append((make_variant(subs, ex_id, [edit], f"{ex_id}-m{k}"), edit))
+    assert len(made) >= 10
+    flags = [] if sandbox.choose().isolated else ["--unsafe-no-sandbox"]
+    assert cli.main(["grade", str(subs), "--out", str(out), "--device", "cpu", "--workers", "2"] + flags) == 0
+    survived = []
+    for path, edit in made:
+        result = json.loads((out / f"{batch.stem_for(path)}.json").read_text(encoding="utf-8"))
+        if result["score"] >= result["max_score"]:
+            survived.append((path.stem, edit))
+    with capsys.disabled():
+        print(f"\nmutation test: {len(made)} mutants, {len(made) - len(survived)} caught")
+    assert not survived, survived

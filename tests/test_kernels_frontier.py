@@ -1,0 +1,115 @@
+"""Chapters 8-10's kernels on CPU: interpreter correctness on small odd shapes, float64 gradients against
+torch autograd, and the Gluon matmul's real sm_90 compile (layouts, partitions, shared-memory budget)."""
+import pytest
+import torch
+
+import tcourse
+
+tcourse.setup(quiet=True)
+
+from tcourse.kernels import attention_bwd_kernels as ab  # noqa: E402
+from tcourse.kernels import dropout_kernels as dk  # noqa: E402
+from tcourse.kernels import fp8_matmul as f8  # noqa: E402
+from tcourse.kernels import layernorm_bwd_kernels as lnb  # noqa: E402
+from tcourse.kernels import torch_ops  # noqa: E402
+
+
+def test_dropout_mask_is_independent_of_block_and_backward_reuses_it():
+    x = torch.randn(3001)
+    keep = dk.keep_mask(3001, 0.3, 77)
+    assert torch.equal(dk.dropout(x, 0.3, 77, BLOCK=128), dk.dropout(x, 0.3, 77, BLOCK=2048))
+    assert torch.equal(dk.dropout(x, 0.3, 77), torch.where(keep, x / 0.7, 0.0))
+    assert not torch.equal(keep, dk.keep_mask(3001, 0.3, 78))
+    assert abs(keep.float().mean().item() - 0.7) < 0.03
+    xg = torch.randn(500, dtype=torch.float64, requires_grad=True)
+    (dx,) = torch.autograd.grad(dk.Dropout.apply(xg, 0.3, 77), xg, torch.ones(500, dtype=torch.float64))
+    torch.testing.assert_close(dx, torch.where(keep[:500], 1 / 0.7, 0.0).double(), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("strategy", ["partial", "atomic"])
+def test_layernorm_backward_matches_autograd_in_float64(strategy):
+    x = torch.randn(13, 77, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(77, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(77, dtype=torch.float64, requires_grad=True)
+    dy = torch.randn(13, 77, dtype=torch.float64)
+    got = torch.autograd.grad(lnb.LayerNorm.apply(x, w, b, 1e-5, strategy), (x, w, b), dy)
+    ref = torch.autograd.grad(torch.nn.functional.layer_norm(x, (77,), w, b, 1e-5), (x, w, b), dy)
+    for g, r in zip(got, ref):
+        torch.testing.assert_close(g, r, atol=1e-10, rtol=1e-10)
+
+
+def test_layernorm_backward_fp32_groups_fewer_than_rows():
+    x, w, dy = torch.randn(50, 33), torch.randn(33), torch.randn(50, 33)
+    _, mean, rstd = lnb.layernorm_fwd(x, w, torch.zeros(33))
+    dx, dw, db = lnb.layernorm_bwd(dy, x, w, mean, rstd, "partial", groups=3)
+    xd = x.double().requires_grad_()
+    wd = w.double().requires_grad_()
+    bd = torch.zeros(33, dtype=torch.float64, requires_grad=True)
+    ref = torch.autograd.grad(torch.nn.functional.layer_norm(xd, (33,), wd, bd), (xd, wd, bd), dy.double())
+    for g, r in zip((dx, dw, db), ref):
+        torch.testing.assert_close(g.double(), r, atol=1e-4, rtol=1e-4)
+
+
+def test_triton_op_layernorm_forward_and_backward():
+    x = torch.randn(5, 40, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(40, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(40, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(torch_ops.layernorm, (x, w, b), fast_mode=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_backward_matches_autograd_in_float64(causal):
+    q, k, v = (torch.randn(1, 2, 37, 16, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    do = torch.randn(1, 2, 37, 16, dtype=torch.float64)
+    o = ab.FlashAttention.apply(q, k, v, causal)
+    o_ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    torch.testing.assert_close(o, o_ref, atol=1e-12, rtol=1e-12)
+    for g, r in zip(torch.autograd.grad(o, (q, k, v), do), torch.autograd.grad(o_ref, (q, k, v), do)):
+        torch.testing.assert_close(g, r, atol=1e-12, rtol=1e-12)
+
+
+def test_flash_attention_fp32_lse_is_log_sum_exp():
+    q, k, v = (torch.randn(1, 1, 20, 16) for _ in range(3))
+    _, lse = ab.attention_fwd(q, k, v)
+    ref = torch.logsumexp(q.double() @ k.double().transpose(-1, -2) * 16 ** -0.5, dim=-1)
+    torch.testing.assert_close(lse.double(), ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dims", [(None, None), (1, 0)], ids=["per_tensor", "rowwise"])
+def test_fp8_matmul_equals_dequantised_product(dims):
+    a, b = torch.randn(37, 72), torch.randn(72, 45)
+    qa, sa = f8.quantize_e4m3(a, dims[0])
+    qb, sb = f8.quantize_e4m3(b, dims[1])
+    c = f8.fp8_matmul(qa, qb, sa, sb, out_dtype=torch.float32)
+    ref = (qa.double() * sa.double()) @ (qb.double() * sb.double())
+    torch.testing.assert_close(c.double(), ref, atol=1e-4, rtol=1e-4)
+
+
+def test_fp8_rowwise_scales_must_match_shapes():
+    qa, _ = f8.quantize_e4m3(torch.randn(8, 16))
+    qb, _ = f8.quantize_e4m3(torch.randn(16, 8))
+    with pytest.raises(ValueError):
+        f8.fp8_matmul(qa, qb, torch.ones(3), torch.ones(8))
+
+
+def test_gluon_matmul_compiles_for_sm90_with_two_partitions():
+    gluon_matmul = pytest.importorskip("tcourse.kernels.gluon_matmul")
+    rep = gluon_matmul.compile_sm90(1024)
+    ttgir = rep.asm["ttgir"]
+    assert "ttg.warp_specialize" in ttgir and "requestedRegisters = array<i32: 24>" in ttgir
+    assert "#ttg.nvidia_mma<{versionMajor = 3" in ttgir and "nvmma_shared" in ttgir
+    assert "cp.async.bulk.tensor" in rep.asm["ptx"]
+    # 4 stages of a 128x64 and a 64x128 fp16 tile; the C staging tile reuses the ring once the K loop is done
+    ring = 4 * (128 * 64 + 64 * 128) * 2
+    assert ring <= rep.shared_bytes < ring + 128 * 128 * 2 and rep.fits_sm90
+    assert "HGMMA" in rep.sass()
+
+
+def test_gluon_attention_compiles_for_sm90_with_three_partitions():
+    gluon_attention = pytest.importorskip("tcourse.kernels.gluon_attention")
+    rep = gluon_attention.compile_sm90(S=1024, D=64)
+    ttgir = rep.asm["ttgir"]
+    assert "ttg.warp_specialize" in ttgir and "requestedRegisters = array<i32: 240, 24>" in ttgir
+    assert rep.fits_sm90 and rep.spills == 0
+    sass = rep.sass()
+    assert "HGMMA" in sass and "MUFU.EX2" in sass
