@@ -1,7 +1,9 @@
-"""Grader for the Triton course exercises: ``python -m grader check|grade|list|build``.
+"""Grader for the Triton course exercises: ``python -m grader check|grade|list|build|report|autograder-bundle``.
 
 Modules: cli (commands), registry (tests, points, tolerances, references), source (exercise sources
 -> notebooks), build (exercises/ and solutions/), rebuild (template + student cells), plan (inputs),
 execute/worker (nbclient in a separate process), harness (kernel side), compare (verdicts),
-grade (one submission), batch (many), report (table, JSON, feedback), selfcheck (in the notebook).
+grade (one submission), batch (many), executors (local threads or a Slurm job array), formats (Canvas,
+Gradescope, PrairieLearn, JUnit), class_report (the class's HTML page), bundle (Gradescope autograder),
+report (table, JSON, feedback), selfcheck (in the notebook).
 """

@@ -58,7 +58,7 @@ def _until(result: dict) -> datetime | None:
     raw = result.get("hidden_until")
     if not raw:
         return None
-    t = datetime.fromisoformat(raw)
+    t = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith("Z") else raw)  # "Z": Python < 3.11
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 

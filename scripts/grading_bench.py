@@ -3,7 +3,7 @@
     .venv/bin/python scripts/grading_bench.py                 # 100 submissions -> results/cpu/grading_100.json
     .venv/bin/python scripts/grading_bench.py --memory-only   # -> results/cpu/autograder_memory.json
 
-The class is ex01_axpy edits (tests/class_submissions.py): correct, four kinds of wrong, kernels that
+The class is ex01_axpy edits (tests/class_submissions.py): correct, three kinds of wrong, kernels that
 kill themselves, kernels that hang (each costs --timeout). Both runs grade the same folder from scratch
 (--force); the Slurm run starts its own slurmctld/slurmd/slurmdbd (tests/slurm_cluster.py, needs root)
 and stops them afterwards. The machine's load average is recorded: on a shared machine the numbers
@@ -43,9 +43,9 @@ def machine() -> dict:
 
 
 def mix_for(n: int) -> dict[str, int]:
-    """45 % correct, 40 % wrong (four kinds), 10 % crashing, 5 % hanging; the rest correct."""
-    mix = {"wrong-formula": n // 10, "no-mask": n // 10, "small-grid": n // 10, "torch-instead": n // 10,
-           "crash": n // 10, "hang": n // 20}
+    """30 % wrong (three kinds whose verdicts do not depend on the hidden shapes a run draws), 10 %
+    crashing, 5 % hanging, the rest (55 %) correct."""
+    mix = {"wrong-formula": n // 10, "no-store": n // 10, "torch-instead": n // 10, "crash": n // 10, "hang": n // 20}
     return {"correct": n - sum(mix.values()), **mix}
 
 

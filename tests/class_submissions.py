@@ -11,6 +11,9 @@ LAUNCH = "    axpy_kernel[grid](x, y, out, a, n, BLOCK_SIZE=BLOCK_SIZE)\n"
 KINDS = {  # kind -> (old, new) edits of the solution's answer cells
     "correct": [],
     "wrong-formula": [(STORE, STORE.replace("a * x + y", "a * x - y"))],
+    "no-store": [(STORE, "")],                                        # out keeps its NaN prefill
+    # these two fail only the shapes that are not a multiple of BLOCK_SIZE: their score depends on the
+    # hidden shapes each run draws, so a comparison of two gradebooks leaves them out
     "no-mask": [(STORE, STORE.replace(", mask=mask", ""))],
     "small-grid": [("    grid = (triton.cdiv(n, BLOCK_SIZE),)\n", "    grid = (n // BLOCK_SIZE,)\n")],
     "torch-instead": [(LAUNCH, "    out.copy_(a * x + y)\n")],

@@ -80,8 +80,8 @@ def test_run_autograder_grades_from_the_bundle(tmp_path, zpath):
     assert Path(used).is_relative_to(root / "source"), f"the bundle's grader is not the one imported: {used}"
     doc, stdout = run_autograder(root)
     assert schema.check_gradescope(doc) == []
-    assert doc["score"] == 0 < sum(t["max_score"] for t in doc["tests"])  # no shape is a multiple of BLOCK_SIZE
-    assert all("越界写" in t["output"] for t in doc["tests"] if t.get("status") == "failed")
+    assert doc["score"] < sum(t["max_score"] for t in doc["tests"])  # shapes that are not a multiple of BLOCK_SIZE fail
+    assert any("越界写" in t["output"] for t in doc["tests"] if t.get("status") == "failed")
     assert "score" in stdout  # the instructor's table, on stdout
 
 

@@ -25,7 +25,7 @@ def entries() -> list[formats.Entry]:
     return [
         formats.Entry("alice-1", "/subs/alice_1001_501_ex01.ipynb", fx.result("ex01_axpy"), "ok"),
         formats.Entry("bob-2", "/subs/bob_LATE_1002_502_ex01.ipynb", fx.result("ex01_axpy", {0: "oob", 3: "nan"}), "incomplete"),
-        formats.Entry("carol-3", "/subs/carol.ipynb", fx.result("ex02_softmax", dict.fromkeys(range(11), "timeout")), "incomplete"),
+        formats.Entry("carol-3", "/subs/carol.ipynb", fx.result("ex02_softmax", dict.fromkeys(range(30), "timeout")), "incomplete"),
         formats.Entry("dave-4", "/subs/dave_1004_504_x.ipynb", None, "unusable: 不是合法的 JSON"),
         formats.Entry("erin-5", "/subs/erin_1005_505_ex01.ipynb", None, "grader error: KeyError: 'x'"),
     ]
@@ -53,7 +53,9 @@ def test_scores_carry_over():
     assert pl["score"] == pytest.approx(e[1].result["score"] / e[1].result["max_score"])
     assert formats.prairielearn(e[3], NOW) == {"gradable": False, "score": 0.0, "format_errors": ["不是合法的 JSON"]}
     suites = {s.get("name"): s for s in ET.fromstring(formats.junit(e))}
-    assert (suites["bob-2"].get("failures"), suites["carol-3"].get("errors"), suites["dave-4"].get("errors")) == ("2", "11", "1")
+    cpu_cases = sum(not c.gpu_only for c in registry.get("ex02_softmax").cases_for("cuda", 0))
+    assert (suites["bob-2"].get("failures"), suites["carol-3"].get("errors"), suites["dave-4"].get("errors")) == \
+        ("2", str(cpu_cases), "1")
     assert suites["bob-2"].get("skipped") == "3"
 
 
@@ -65,7 +67,7 @@ def test_canvas_rows_students_and_points():
     assert rows[1] == ["Points Possible", "", "", "", "", f"{CPU_POINTS['ex01_axpy']:g}", f"{CPU_POINTS['ex02_softmax']:g}"]
     by = {r[0]: r for r in rows[2:]}
     assert by["alice"][1] == "1001" and by["alice"][5] == f"{CPU_POINTS['ex01_axpy']:g}"  # the better of her two files
-    assert by["bob"][1] == "1002" and by["bob"][5] == "7"      # a late upload keeps its user id
+    assert by["bob"][1] == "1002" and by["bob"][5] == f"{CPU_POINTS['ex01_axpy'] - 2:g}"  # late: keeps its user id
     assert by["carol"][1] == "" and by["carol"][6] == "0"      # not a Canvas download name
     assert by["dave"][5:] == ["", ""]                          # unusable: no score to import
 
@@ -85,12 +87,14 @@ def test_hidden_tests_are_hidden_from_students_until_the_date():
     assert secret in json.dumps(formats.gradescope(e, after), ensure_ascii=False)
     # the instructor's formats show everything, whatever the date
     assert all(n in formats.junit([e]) for n in names) and secret in formats.junit([e])
+    zulu = formats.Entry("s", "/subs/s.ipynb", {**r, "hidden_until": "2026-12-15T00:00:00Z"}, "incomplete")
+    assert formats.is_hidden(zulu.result, r["tests"][4], NOW) and not formats.is_hidden(zulu.result, r["tests"][4], after)
     forever = formats.Entry("s", "/subs/s.ipynb", {**r, "hidden_until": None}, "incomplete")
     assert secret not in json.dumps(formats.prairielearn(forever, after), ensure_ascii=False)
 
 
 def test_prairielearn_stays_under_its_limit():
-    r = fx.result("ex01_axpy", dict.fromkeys(range(9), "oob"))
+    r = fx.result("ex01_axpy", dict.fromkeys(range(30), "oob"))
     for t in r["tests"]:
         t["message"] = "越界写 " * 40_000
     text = json.dumps(formats.prairielearn(formats.Entry("s", "s.ipynb", r, "incomplete"), NOW), ensure_ascii=False)
@@ -152,9 +156,9 @@ def test_junit_check_fails(old, new, why):
 
 @pytest.mark.parametrize("old, new, why", [
     ("Student,ID", "Name,ID", "header must start"),
-    (",9,11\n", ",nine,11\n", "Points Possible"),
-    ("alice,1001,,,,9", ",,,,,9", "names no student"),
-    ("alice,1001,,,,9", "alice,1001,,,,A+", "is not a number"),
+    ("Points Possible,,,,,", "Points Possible,,,,,nine", "Points Possible"),
+    ("alice,1001,,,,", ",,,,,", "names no student"),
+    ("alice,1001,,,,", "alice,1001,,,,A+", "is not a number"),
 ])
 def test_canvas_check_fails(old, new, why):
     text = formats.canvas_csv(entries())
