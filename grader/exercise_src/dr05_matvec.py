@@ -9,7 +9,7 @@
 # **要做的事**
 #
 # 1. 写 `matvec_kernel`：一个 program 负责 `BLOCK_M` 行，沿 K 每次读 `BLOCK_K` 列，累加到 float32 的 `acc`。
-# 2. 写包装函数 `matvec(a, v, out=None, BLOCK_M=32, BLOCK_K=64)`。
+# 2. 写包装函数 `matvec(a, v, out=None, BLOCK_M=32, BLOCK_K=128)`。
 #
 # **规则**（评分器会检查）
 #
@@ -52,7 +52,7 @@ def matvec_kernel(a_ptr, v_ptr, out_ptr, M, K, stride_am, stride_ak, BLOCK_M: tl
     ### END SOLUTION
 
 
-def matvec(a, v, out=None, BLOCK_M=32, BLOCK_K=64):
+def matvec(a, v, out=None, BLOCK_M=32, BLOCK_K=128):
     M, K = a.shape
     out = torch.empty((M,), device=a.device, dtype=a.dtype) if out is None else out
     ### BEGIN SOLUTION
