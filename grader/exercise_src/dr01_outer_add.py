@@ -89,7 +89,7 @@ def cases(device, rng):
           one(70, 3, "float32"), one(3, 100, "float32", WIDE, public=True), one(40, 31, "float16", public=True)]
     m, n = near_multiples(rng, (64, 128, 256), 2, (1, 2))
     cs += [one(m, n, "float32", EXACT, hidden=True),
-           one(*sizes(rng, 2, 20, 1), *sizes(rng, 200, 600, 1), "float32", WIDE, hidden=True),
+           one(*sizes(rng, 2, 20, 1), *sizes(rng, 257, 700, 1), "float32", WIDE, hidden=True),
            one(*sizes(rng, 65, 300, 2), "float16", hidden=True)]
     return cs
 

@@ -96,7 +96,7 @@ def cases(device, rng):
     m, n = near_multiples(rng, (64, 128, 256), 2, (1, 3))
     cs += [one(m, n, "float32", hint=LOOP, hidden=True),
            one(*sizes(rng, 300, 900, 1), *sizes(rng, 33, 90, 1), "float32", "transposed", STRIDE, hidden=True),
-           one(*sizes(rng, 200, 500, 1), *sizes(rng, 33, 90, 1), "float32", "padded", STRIDE, hidden=True),
+           one(*sizes(rng, 100, 200, 1), *sizes(rng, 257, 400, 1), "float32", "padded", STRIDE, hidden=True),
            one(*sizes(rng, 3000, 4000, 1), *sizes(rng, 3, 40, 1), "float16", fill="positive", hint=ACC,
                tol=(1.0, 1e-3), hidden=True)]
     return cs

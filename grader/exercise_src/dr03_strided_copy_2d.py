@@ -94,8 +94,10 @@ def cases(device, rng):
           one(33, 31, "float16", "transposed", STRIDE), one(20, 70, "int32", "padded", STRIDE, fill="large", public=True)]
     m, n = near_multiples(rng, (64, 128, 256), 2, (1, 2))
     cs += [one(m, n, "float32", hint=EXACT, hidden=True),
-           one(*sizes(rng, 65, 300, 2), "float32", "transposed", STRIDE, hidden=True),
-           one(*sizes(rng, 65, 300, 2), "float16", "padded", STRIDE, hidden=True),
+           one(*sizes(rng, 65, 200, 2), "float32", "transposed", STRIDE, hidden=True),
+           one(*sizes(rng, 65, 200, 2), "float16", "padded", STRIDE, hidden=True),
+           one(*sizes(rng, 3, 9, 1), *sizes(rng, 257, 700, 1), "float32", "padded", STRIDE, hidden=True),
+           one(*sizes(rng, 257, 700, 1), *sizes(rng, 3, 9, 1), "float32", "transposed", STRIDE, hidden=True),
            one(*sizes(rng, 33, 200, 2), "int32", "transposed", STRIDE, fill="large", hidden=True)]
     return cs
 

@@ -107,7 +107,7 @@ def cases(device, rng):
     n, d = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(*sizes(rng, 100, 1000, 1), d, n, "float32", hint=TAIL, hidden=True),
            one(*sizes(rng, 20, 200, 1), *sizes(rng, 65, 200, 2), "float32", "padded", STRIDE, hidden=True),
-           one(*sizes(rng, 5, 50, 1), *sizes(rng, 33, 100, 1), *sizes(rng, 100, 400, 1), "float16", hidden=True)]
+           one(*sizes(rng, 5, 50, 1), *sizes(rng, 33, 100, 1), *sizes(rng, 257, 600, 1), "float16", hidden=True)]
     return cs
 
 

@@ -9,7 +9,7 @@
 # **要做的事**
 #
 # 1. 写 `matvec_kernel`：一个 program 负责 `BLOCK_M` 行，沿 K 每次读 `BLOCK_K` 列，累加到 float32 的 `acc`。
-# 2. 写包装函数 `matvec(a, v, out=None, BLOCK_M=32, BLOCK_K=64)`。
+# 2. 写包装函数 `matvec(a, v, out=None, BLOCK_M=32, BLOCK_K=128)`。
 #
 # **规则**（评分器会检查）
 #
@@ -52,7 +52,7 @@ def matvec_kernel(a_ptr, v_ptr, out_ptr, M, K, stride_am, stride_ak, BLOCK_M: tl
     ### END SOLUTION
 
 
-def matvec(a, v, out=None, BLOCK_M=32, BLOCK_K=64):
+def matvec(a, v, out=None, BLOCK_M=32, BLOCK_K=128):
     M, K = a.shape
     out = torch.empty((M,), device=a.device, dtype=a.dtype) if out is None else out
     ### BEGIN SOLUTION
@@ -91,8 +91,8 @@ def cases(device, rng):
           one(30, 100, "float32", "padded", STRIDE), one(33, 65, "float16", public=True)]
     m = near_multiples(rng, (64, 128), 1, (1, 2))[0]
     cs += [one(m, k, "float32", hint=KLOOP, hidden=True) for k in near_multiples(rng, (256, 512), 1, (1, 3))]
-    cs += [one(*sizes(rng, 65, 200, 1), *sizes(rng, 257, 700, 1), "float32", "transposed", STRIDE, hidden=True),
-           one(*sizes(rng, 20, 40, 1), 4096, "float16", fill="positive", hint=ACC, tol=(1.0, 1e-3), hidden=True)]
+    cs += [one(*sizes(rng, 257, 400, 1), *sizes(rng, 257, 700, 1), "float32", "transposed", STRIDE, hidden=True),
+           one(*sizes(rng, 20, 40, 1), 4096, "float16", fill="positive", hint=ACC, tol=(0.5, 1e-4), hidden=True)]
     return cs
 
 

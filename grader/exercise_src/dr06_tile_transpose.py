@@ -96,8 +96,9 @@ def cases(device, rng):
           one(33, 31, "float16", public=True)]
     m, n = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(m, n, "float32", hint=TRANS, hidden=True),
-           one(*sizes(rng, 65, 250, 2), "float32", "padded", STRIDE, hidden=True),
-           one(*sizes(rng, 65, 200, 2), "float16", "transposed", STRIDE, hidden=True)]
+           one(*sizes(rng, 65, 160, 2), "float32", "padded", STRIDE, hidden=True),
+           one(*sizes(rng, 3, 9, 1), *sizes(rng, 257, 500, 1), "float32", hint=TRANS, hidden=True),
+           one(*sizes(rng, 65, 160, 2), "float16", "transposed", STRIDE, hidden=True)]
     return cs
 
 

@@ -18,8 +18,8 @@
 #
 # - 计数由你的 Triton kernel 完成；`torch.bincount`、`torch.histc` 记 0 分。
 # - 评分器传进来的 `out` 里不是 0；`n` 远大于 `BLOCK`，有的测试里几乎所有元素都落在同一个桶里。
-# - 评分器会把 program 打乱顺序再跑一遍；CPU 解释器是一个 program 接一个地跑的，
-#   所以“不用原子操作”的写法在解释器上有时也能蒙对，在 GPU 上不行：写法本身必须不依赖顺序。
+# - CPU 解释器是一个 program 接一个地跑的，所以“不用原子操作”的写法在解释器上有时也能蒙对，在 GPU 上不行。
+#   评分器会把 program 打乱顺序再跑一遍；写法本身必须不依赖顺序，也不能让两个 program 不经原子操作写同一个地址。
 # %% id=dr09-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -33,8 +33,8 @@ def histogram_spec(x: torch.Tensor, n_bins: int) -> torch.Tensor:
 # %% [markdown] id=dr09-kernel-md
 # ## 你的 kernel
 #
-# 提示：`offs`、`mask` 和第 2 章一样；`bins = tl.load(x_ptr + offs, mask=mask, other=0)`；
-# `tl.atomic_add(out_ptr + bins, 1, mask=mask)`。被 mask 掉的元素绝不能加进任何桶（包括桶 0）。
+# 提示：`offs`、`mask` 和第 2 章一样；读进来的值就是桶号 `bins`，`out_ptr + bins` 就是要加 1 的那些地址。
+# `tl.atomic_add` 也接受 `mask=`：被 mask 掉的元素绝不能加进任何桶（包括桶 0）。
 # %% id=dr09-kernel role=solution
 # 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
 @triton.jit
