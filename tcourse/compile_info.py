@@ -194,7 +194,6 @@ def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, cap
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from triton.experimental.gluon._runtime import GluonASTSource  # in triton.experimental.gluon from 3.9 on
     from triton.runtime.jit import JITFunction
 
     fn = kernel if isinstance(kernel, JITFunction) else JITFunction(getattr(kernel, "fn", kernel))
@@ -211,7 +210,11 @@ def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, cap
     signature = {n: "constexpr" if n in constants else _arg_type(values[n]) for n in fn.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
              if n in values and n not in constants and _divisible_by_16(values[n])}
-    source = GluonASTSource if fn.is_gluon() else ASTSource  # a @gluon.jit kernel keeps its explicit layouts
+    source = ASTSource
+    if getattr(fn, "is_gluon", lambda: False)():  # a @gluon.jit kernel keeps its explicit layouts
+        from triton.experimental.gluon._runtime import GluonASTSource  # imported only for Gluon kernels
+
+        source = GluonASTSource
     src = source(fn=fn, signature=signature, constexprs=constants, attrs=attrs)
     with real_compiler(fn.fn.__globals__):
         k = triton.compile(src, target=GPUTarget("cuda", capability, 32),
