@@ -230,6 +230,10 @@ def _judge_replay(ex, pc, replay_out: Path, device, mk, where, tol) -> TestResul
     if rec.get("oob"):
         return mk("failed", f"{where}：越界访问 —— {str(rec['oob'])[:300]}。即使这个值后来在 store 时被 mask 掉，"
                             f"load 也必须带 mask（mask=offs < n）。{case.hint}")
+    if rec.get("race"):
+        return mk("failed", f"{where}：数据竞争 —— {str(rec['race'])[:300]}。在 GPU 上一次 launch 的 program 同时运行、没有先后顺序："
+                            "每个元素只能由一个 program 写；要合并多个 program 的结果，用 tl.atomic_add 等原子操作，或者分两次 launch。"
+                            f"{case.hint}")
     if rec.get("error"):
         return mk("error", f"评分器在新输入上重放你的 kernel 时出错：{str(rec['error']).strip().splitlines()[-1][:300]}")
     if rec.get("inputs_changed"):

@@ -48,6 +48,10 @@ class OutOfBounds(RuntimeError):
     pass
 
 
+class DataRace(RuntimeError):
+    """Two programs of one launch touch the same element, one of them writing, without atomics."""
+
+
 # --- memory checks and program order (interpreter only) ----------------------------------------------
 
 class Guard:
@@ -60,6 +64,8 @@ class Guard:
         self.ranges: list[tuple[int, int, str, int]] = []  # (lo, hi, label, itemsize)
         self.first: str | None = None
         self.shuffle_rng = None
+        self.loads: list = []   # (addresses, program) of the current launch's non-atomic accesses
+        self.stores: list = []
         self._perm = None
         self._dims = (1, 1, 1)
 
@@ -75,11 +81,11 @@ class Guard:
         set_dim, set_idx = b.set_grid_dim, b.set_grid_idx
 
         def masked_load(ptrs, mask, *args, **kw):
-            self.check(ptrs, mask, "读取", b)
+            self.note(ptrs, mask, self.loads, b, "读取")
             return load(ptrs, mask, *args, **kw)
 
         def masked_store(ptrs, value, mask, *args, **kw):
-            self.check(ptrs, mask, "写入", b)
+            self.note(ptrs, mask, self.stores, b, "写入")
             return store(ptrs, value, mask, *args, **kw)
 
         def atomic_rmw(op, ptr, val, mask, *args, **kw):
@@ -114,6 +120,52 @@ class Guard:
                 else:
                     setattr(b, n, v)
         return uninstall
+
+    def note(self, ptrs, mask, into: list, builder, verb: str) -> None:
+        """Check the access, and remember its addresses for :meth:`race` (atomics are not recorded)."""
+        self.check(ptrs, mask, verb, builder)
+        if self.ranges:
+            np = self.np
+            addrs = np.asarray(ptrs.data).astype(np.uint64).ravel()
+            if mask is not None:
+                addrs = addrs[np.asarray(mask.data).astype(bool).ravel()]
+            if addrs.size:
+                nx, ny, nz = self._dims
+                x, y, z = builder.grid_idx
+                into.append((addrs, (x * ny + y) * nz + z))
+
+    def race(self) -> str | None:
+        """After a launch: an element written by one program and written or read by another, without
+        atomics, is a data race on a GPU (its programs run at the same time, in no set order)."""
+        np = self.np
+        loads, stores, self.loads, self.stores = self.loads, self.stores, [], []
+        if not stores:
+            return None
+        s_addr = np.concatenate([a for a, _ in stores])
+        s_prog = np.concatenate([np.full(a.size, p, dtype=np.int64) for a, p in stores])
+        pairs = np.unique(np.stack([s_addr.astype(np.int64), s_prog]), axis=1)
+        addr, count = np.unique(pairs[0], return_counts=True)
+        if (count > 1).any():
+            a = int(addr[count > 1][0])
+            progs = sorted(int(p) for p in pairs[1][pairs[0] == a])[:2]
+            return f"program {progs[0]} 和 program {progs[1]} 都写了同一个元素（{self.label(a)}），没有用原子操作"
+        if not loads:
+            return None
+        l_addr = np.concatenate([a for a, _ in loads]).astype(np.int64)
+        l_prog = np.concatenate([np.full(a.size, p, dtype=np.int64) for a, p in loads])
+        at = np.clip(np.searchsorted(pairs[0], l_addr), 0, pairs.shape[1] - 1)  # pairs[0]: sorted, unique now
+        other = (pairs[0][at] == l_addr) & (pairs[1][at] != l_prog)
+        if other.any():
+            i = int(np.argmax(other))
+            return (f"program {int(l_prog[i])} 读取了 program {int(pairs[1][at[i]])} 在同一次 launch 里写的元素"
+                    f"（{self.label(int(l_addr[i]))}）")
+        return None
+
+    def label(self, addr: int) -> str:
+        for lo, hi, name, item in self.ranges:
+            if lo <= addr < hi:
+                return f"{name}[{(addr - lo) // item}]"
+        return hex(addr)
 
     def check(self, ptrs, mask, verb: str, builder) -> None:
         np = self.np
@@ -326,11 +378,14 @@ class Replayer:
             self.guard.ranges = list(spans.values()) + [
                 (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes(), k.replace("scratch:", "scratch"), 1)
                 for k, t in bufs.items() if k.startswith("scratch:")]
-            self.guard.first = None
+            self.guard.first, self.guard.loads, self.guard.stores = None, [], []
             self.guard.shuffle_rng = self.np.random.default_rng(shuffle_seed) if shuffle_seed is not None else None
         try:
             for kernel, grid, args, kwargs in self.decoded(launches, bufs):
                 kernel[grid](*args, **kwargs)
+                race = self.guard.race() if self.guard is not None else None
+                if race:
+                    raise DataRace(race)
             if self.device == "cuda":
                 self.torch.cuda.synchronize()
         finally:
@@ -361,6 +416,9 @@ class Replayer:
                 b.copy_(initial[k])
             try:
                 self.run_launches(launches, bufs, spans, seed)
+            except DataRace as e:
+                rec["race"] = str(e)
+                return rec
             except Exception as e:
                 if self.guard is not None and self.guard.first:
                     rec["oob"] = self.guard.first
