@@ -1,5 +1,5 @@
 """The grader's rigor (issue 13): work done outside Triton, untested sizes, out-of-bounds reads, program
-order, caching, exercise identity, correct code that must not be refused, unusable inputs, the replay's
+order and data races, caching, exercise identity, correct code that must not be refused, unusable inputs, the replay's
 own input, process isolation, and a mutation test over the solutions.
 
 Verdict-critical submissions are graded in one ``grade --workers 2`` batch; the most critical ones
@@ -62,6 +62,11 @@ CASES = {
     # a result that depends on the order in which programs run (the interpreter runs them in order)
     "race-on-the-next-block": ("ex01_axpy", [(AXPY_STORE, "    tl.store(out_ptr + offs + BLOCK_SIZE, 0.0 * x, "
                                               "mask=(offs + BLOCK_SIZE) < n)\n" + AXPY_STORE)], ["顺序"]),
+    # two programs of one launch write the same element (identical values: order-independent, still a race)
+    "two-programs-write-the-same-block": ("ex01_axpy", [
+        ("    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+         "    offs = (pid % tl.cdiv(n, BLOCK_SIZE)) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)"),
+        ("grid = (triton.cdiv(n, BLOCK_SIZE),)", "grid = (2 * triton.cdiv(n, BLOCK_SIZE),)")], ["数据竞争"]),
     # Python that the interpreter runs but a GPU compiler refuses
     "python-inside-the-kernel": ("ex01_axpy", [("    pid = tl.program_id(0)\n",
                                                 "    pid = tl.program_id(0)\n    seen = {}\n")], ["sm_90"]),
