@@ -118,6 +118,7 @@ def main() -> int:
         encoding="utf-8")
     print(f"memory: RSS {rss:.0f} MiB, PSS {pss:.0f} MiB")
     if a.memory_only:
+        shutil.rmtree(work, ignore_errors=True)
         return 0
     kinds = class_submissions.make_class(subs, mix_for(a.n))
     samples, stop = [os.getloadavg()[0]], threading.Event()
