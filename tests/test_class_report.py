@@ -77,3 +77,13 @@ def test_causes():
 def test_missing_gradebook_is_a_clear_error(tmp_path, capsys):
     assert cli.main(["report", str(tmp_path)]) == 2
     assert "has no gradebook.csv" in capsys.readouterr().err
+
+
+def test_hidden_tests_of_all_runs_share_a_row():
+    rs = [fx.result("ex01_axpy", {6: "oob"} if k else {}, hidden={6, 7}) for k in range(3)]
+    for k, r in enumerate(rs):  # every run draws its own hidden sizes
+        r["tests"][6]["name"], r["tests"][7]["name"] = f"n={1000 + k} float32", f"n={2000 + k} float16"
+    page = class_report.exercise_section("ex01_axpy", [(f"/c/s{k}.ipynb", r) for k, r in enumerate(rs)])
+    assert "<tr><td>n=# float32 (hidden, every size)</td><td>67%</td><td>1</td><td>2</td>" in page
+    assert "<tr><td>n=# float16 (hidden, every size)</td><td>0%</td><td>3</td>" in page
+    assert "n=1001 float32" not in page.split("Most common failures")[0]
