@@ -61,7 +61,7 @@ CASES = {
                                    ["越界访问", "program"]),
     # a result that depends on the order in which programs run (the interpreter runs them in order)
     "race-on-the-next-block": ("ex01_axpy", [(AXPY_STORE, "    tl.store(out_ptr + offs + BLOCK_SIZE, 0.0 * x, "
-                                              "mask=(offs + BLOCK_SIZE) < n)\n" + AXPY_STORE)], ["顺序"]),
+                                              "mask=(offs + BLOCK_SIZE) < n)\n" + AXPY_STORE)], ["数据竞争"]),
     # two programs of one launch write the same element (identical values: order-independent, still a race)
     "two-programs-write-the-same-block": ("ex01_axpy", [
         ("    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
