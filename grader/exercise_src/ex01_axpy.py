@@ -113,6 +113,7 @@ def cases(device, rng):
           one(7, "float32", public=True), one(1025, "float32", public=True), one(4099, "float32"),
           one(7, "float16", public=True), one(1025, "float16")]
     cs += [one(n, "float32", EXACT, hidden=True) for n in near_multiples(rng, (1024, 2048, 4096), 2, (2, 8))]
+    cs += [one(rng.randint(2, 8) * 1024, "float32", EXACT, hidden=True)]  # always one exact multiple
     cs += [one(n, "float32", BIG, hidden=True) for n in sizes(rng, (1 << 20) + 1, (1 << 20) + 70_000)]
     cs += [one(n, "float16", TAIL, hidden=True) for n in sizes(rng, 100, 20_000)]
     if device == "cuda":
