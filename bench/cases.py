@@ -87,21 +87,97 @@ def _sdpa(backend):
 
 def attention_cases():
     out = []
-    for S in (1024, 4096):
-        for D in (64, 128):
-            for causal in (False, True):
-                flops = 4 * 4 * 32 * S * S * D // (2 if causal else 1)
-                out.append(Case(
-                    "attention", f"fp16 B4 H32 S{S} D{D}{' causal' if causal else ''}",
-                    lambda S=S, D=D, causal=causal: {**{t: _randn(4, 32, S, D, dtype=torch.float16)
-                                                        for t in "qkv"}, "causal": causal},
-                    lambda d: K.attention(d["q"], d["k"], d["v"], causal=d["causal"]),
-                    {"sdpa_default": lambda d: F.scaled_dot_product_attention(d["q"], d["k"], d["v"],
-                                                                              is_causal=d["causal"]),
-                     "sdpa_flash": _sdpa("FLASH_ATTENTION")},
-                    lambda d: F.scaled_dot_product_attention(d["q"].float(), d["k"].float(), d["v"].float(),
-                                                             is_causal=d["causal"]),
-                    3e-3, flops=flops, targets={"sdpa_default": 0.95, "sdpa_flash": 1.3}))
+    for dt, dname in ((torch.float16, "fp16"), (torch.bfloat16, "bf16")):
+        for S in (1024, 4096):
+            for D in (64, 128):
+                for causal in (False, True):
+                    out.append(_attention_case(dt, dname, S, D, causal))
+    return out
+
+
+def _attention_case(dt, dname, S, D, causal):
+    """fp16: targets against cuDNN (SDPA's default) and the FLASH backend; bf16: reported only."""
+    flops = 4 * 4 * 32 * S * S * D // (2 if causal else 1)
+    return Case(
+        "attention", f"{dname} B4 H32 S{S} D{D}{' causal' if causal else ''}",
+        lambda: {**{t: _randn(4, 32, S, D, dtype=dt) for t in "qkv"}, "causal": causal},
+        lambda d: K.attention(d["q"], d["k"], d["v"], causal=d["causal"]),
+        {"sdpa_default": lambda d: F.scaled_dot_product_attention(d["q"], d["k"], d["v"], is_causal=d["causal"]),
+         "sdpa_flash": _sdpa("FLASH_ATTENTION")},
+        lambda d: F.scaled_dot_product_attention(d["q"].float(), d["k"].float(), d["v"].float(),
+                                                 is_causal=d["causal"]),
+        3e-3 if dt == torch.float16 else 2e-2, flops=flops,
+        targets={"sdpa_default": 0.95, "sdpa_flash": 1.3} if dt == torch.float16 else {})
+
+
+def _scaled_mm(d):
+    return torch._scaled_mm(d["a"], d["b"], scale_a=d["sa"], scale_b=d["sb"], out_dtype=torch.bfloat16)
+
+
+def fp8_cases():
+    """e4m3 matmul with per-tensor scales (target: torch._scaled_mm) and row-wise scales (reported)."""
+    from tcourse.kernels.fp8_matmul import fp8_matmul, quantize_e4m3
+
+    def make(n, rowwise):
+        a, b = _randn(n, n), _randn(n, n)
+        qa, sa = quantize_e4m3(a, 1 if rowwise else None)
+        qb, sb = quantize_e4m3(b, 0 if rowwise else None)
+        sa, sb = (sa.reshape(n, 1), sb.reshape(1, n)) if rowwise else (sa.reshape(()), sb.reshape(()))
+        return {"a": qa, "b": qb.t().contiguous().t(), "sa": sa, "sb": sb}  # column-major B, as _scaled_mm wants
+
+    def reference(d):  # fp32 (torch's fp32 matmul does not use tf32 by default): error ~1e-6, tolerance 1e-2
+        return (d["a"].float() * d["sa"]) @ (d["b"].float() * d["sb"])
+    out = []
+    for n in (4096, 8192):
+        for rowwise in (False, True):
+            out.append(Case(
+                "fp8", f"e4m3 {n}x{n}x{n} {'row-wise' if rowwise else 'per-tensor'} scales",
+                lambda n=n, rowwise=rowwise: make(n, rowwise),
+                lambda d: fp8_matmul(d["a"], d["b"], d["sa"], d["sb"]), {"torch._scaled_mm": _scaled_mm},
+                reference, 1e-2, flops=2 * n**3, targets={} if rowwise else {"torch._scaled_mm": 1.0}))
+    return out
+
+
+def _grads_fp64(d) -> torch.Tensor:
+    """dQ, dK, dV in float64 (SDPA's math path), 8 heads at a time so the S x S scores stay small."""
+    q, k, v, do = (d[t] for t in ("q", "k", "v", "do"))
+    B, H, S, D = q.shape
+    parts = [[], [], []]
+    flat = [t.reshape(B * H, S, D) for t in (q, k, v, do)]
+    for i in range(0, B * H, 8):
+        qs, ks, vs = (t[i:i + 8].double().requires_grad_() for t in flat[:3])
+        o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=d["causal"])
+        for acc, g in zip(parts, torch.autograd.grad(o, (qs, ks, vs), flat[3][i:i + 8].double())):
+            acc.append(g)
+    return torch.cat([torch.cat(p).flatten() for p in parts])
+
+
+def attention_bwd_cases():
+    """The chapter 10 backward (dQ, dK, dV from the saved O and lse) against SDPA's backward (default backend)."""
+    from tcourse.kernels.attention_bwd_kernels import attention_bwd, attention_fwd
+
+    def make(S, D, causal):
+        q, k, v, do = (_randn(4, 32, S, D, dtype=torch.float16) for _ in range(4))
+        o, lse = attention_fwd(q, k, v, causal)
+        qr, kr, vr = (t.detach().requires_grad_() for t in (q, k, v))
+        o_ref = F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
+        return {"q": q, "k": k, "v": v, "do": do, "o": o, "lse": lse, "causal": causal, "torch": (o_ref, qr, kr, vr)}
+
+    def ours(d):
+        g = attention_bwd(d["do"], d["q"], d["k"], d["v"], d["o"], d["lse"], d["causal"])
+        return torch.cat([t.flatten() for t in g])
+
+    def theirs(d):
+        o_ref, qr, kr, vr = d["torch"]
+        return torch.cat([t.flatten() for t in torch.autograd.grad(o_ref, (qr, kr, vr), d["do"], retain_graph=True)])
+    out = []
+    for D in (64, 128):
+        for causal in (False, True):
+            S = 4096
+            flops = 5 * 2 * 4 * 32 * S * S * D // (2 if causal else 1)  # five S x S x D matmuls
+            out.append(Case("attention_bwd", f"fp16 B4 H32 S{S} D{D}{' causal' if causal else ''}",
+                            lambda S=S, D=D, causal=causal: make(S, D, causal), ours, {"sdpa_default": theirs},
+                            _grads_fp64, 1e-2, flops=flops, targets={"sdpa_default": 1.0}))
     return out
 
 
@@ -164,5 +240,6 @@ def variant_cases():
 
 FAMILIES = {
     "axpy": axpy_cases, "softmax": softmax_cases, "matmul": matmul_cases, "attention": attention_cases,
+    "fp8": fp8_cases, "attention_bwd": attention_bwd_cases,
     "other": other_cases, "variant": variant_cases,
 }

@@ -62,6 +62,9 @@ for step in "${steps[@]}"; do
     chapters-c) run record_chapters_c timeout 480 python3 scripts/record_gpu.py notebooks/0[89]_*.ipynb notebooks/1[0-9]_*.ipynb ;;
     frontier) [[ -f scripts/record_frontier_gpu.py ]] && run record_frontier python3 scripts/record_frontier_gpu.py ;;
     extras) [[ -f scripts/record_extras_gpu.py ]] && run record_extras python3 scripts/record_extras_gpu.py ;;
+    probe) run probe_issue18 timeout 470 python3 scripts/probe_issue18.py host matmul fp8 bwd fwd ;;
+    bench) run bench_suite timeout 330 python3 -m bench --rounds 5 ;;
+    kernel-tests) run kernel_tests_gpu timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_kernels_frontier.py ;;
     *) echo "unknown step $step" ;;
   esac
 done

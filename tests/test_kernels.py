@@ -242,3 +242,37 @@ def test_every_pinned_config_names_one_config_of_its_kernel():
                 assert tuned[name].pinned(key, "another GPU") is None
                 checked += 1
     assert checked >= 10
+
+
+def test_raw_launch_is_skipped_for_hooks_and_unknown_launchers():
+    """The raw C launch is used only with empty launch hooks (a profiler's hook must still run) and
+    only for a real Triton 3.6 CudaLauncher (anything else keeps ``CompiledKernel.run``)."""
+    from types import SimpleNamespace
+
+    from tcourse.kernels._launch import _hooked, _raw_c_launch
+
+    assert not _hooked(None) and not _hooked(SimpleNamespace(calls=[]))
+    assert _hooked(SimpleNamespace(calls=[print])) and _hooked(print)
+    assert _raw_c_launch(_FakeCompiled()) is None
+
+
+@gpu_only
+def test_descriptor_kernels_stay_correct_on_the_raw_launch():
+    """Kernels with host tensor descriptors, called four times with fresh inputs (first: autotune or
+    pinned config, second: kernel[grid], then the direct launch with cached CUtensorMaps): the TMA
+    attention, the Gluon attention it dispatches to at S=4096, D=128, the TMA matmul and the FP8 TMA kernel."""
+    from tcourse.kernels.fp8_matmul import fp8_matmul, quantize_e4m3
+
+    for seed in range(4):
+        for shape, causal in (((1, 8, 2048, 128), True), ((1, 2, 4096, 128), False)):
+            q, k, v = (randn(*shape, dtype=torch.float16, seed=seed * 10 + i) for i in range(3))
+            ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+            assert rel_err(K.attention(q, k, v, causal=causal), ref) < 3e-3, (seed, shape)
+        a, b = randn(2048, 2048, dtype=torch.float16, seed=seed), randn(2048, 2048, dtype=torch.float16, seed=seed + 5)
+        assert rel_err(K.matmul(a, b), a.double() @ b.double()) < 5e-3
+        for dims in ((None, None), (1, 0)):
+            qa, sa = quantize_e4m3(randn(512, 256, seed=seed), dims[0])
+            qb, sb = quantize_e4m3(randn(256, 384, seed=seed + 1), dims[1])
+            qb = qb.t().contiguous().t()
+            ref = (qa.double() * sa.double()) @ (qb.double() * sb.double())
+            assert rel_err(fp8_matmul(qa, qb, sa, sb), ref) < 1e-2, (seed, dims)

@@ -100,12 +100,125 @@ def _descriptor_key(d):
 _ARG_KEY = {torch.Tensor: _tensor_key, torch.nn.Parameter: _tensor_key, int: _same_value, bool: _bool_key,
             type(None): _same_value, float: _float_key}
 try:
-    from triton.tools.tensor_descriptor import TensorDescriptor
+    from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
 
-    _ARG_KEY[TensorDescriptor] = _descriptor_key
+    _ARG_KEY[_TensorDescriptor] = _descriptor_key
 except ImportError:  # pragma: no cover - older triton: no host descriptors, nothing to key
-    pass
+    _TensorDescriptor = None
 _MAX_ENTRIES = 4096  # compiled kernels remembered per Launcher before it starts over
+
+
+def _current_device(driver):
+    """The current CUDA device index: torch's C getter (~0.1 us) where it exists, else Triton's
+    ``get_current_device`` (``torch.cuda.current_device``, ~0.6 us on the H200's host)."""
+    fast = getattr(torch._C, "_cuda_getDevice", None)
+    return fast if fast is not None and torch.cuda.is_available() else driver.active.get_current_device
+
+
+def _raw_c_launch(kernel):
+    """``(c_launch, launcher)`` when ``kernel`` (a CompiledKernel) can be launched by calling its C
+    launch function directly, else None.
+
+    Triton 3.6's ``CudaLauncher`` (read in its source, triton/backends/nvidia/driver.py) wraps the
+    compiled module's ``launch(gridX, gridY, gridZ, stream, function, cooperative, pdl, global_scratch,
+    profile_scratch, packed_metadata, launch_metadata, enter_hook, exit_hook, *args)``: a Python
+    ``__call__`` that allocates scratch memory (none for our kernels) and, for kernels with host tensor
+    descriptors, a closure that turns each descriptor into a CUtensorMap (``fill_tma_descriptor``, a
+    driver call) on every launch. Calling ``launch`` directly skips both; we build each CUtensorMap
+    once per (address, shape, strides, block) and pass pointers as ints, which the C code takes as
+    they are (for an object it calls ``data_ptr()`` and checks the pointer with the driver). Only for
+    Triton 3.6: 3.7+ have a different launcher (a test on the GPU compares both paths).
+    """
+    if not RAW_LAUNCH:
+        return None
+    launcher = getattr(kernel, "run", None)
+    fields = ("launch", "global_scratch_size", "profile_scratch_size", "launch_cooperative_grid", "launch_pdl")
+    if type(launcher).__name__ != "CudaLauncher" or not all(hasattr(launcher, f) for f in fields):
+        return None
+    if launcher.global_scratch_size or launcher.profile_scratch_size:
+        return None  # kernels that need scratch memory allocated per launch: Triton's own path
+    c_launch = launcher.launch
+    if type(c_launch).__name__ != "builtin_function_or_method":  # wrapped for tensor descriptors
+        c_launch = inspect.getclosurevars(c_launch).nonlocals.get("launcher")
+        if type(c_launch).__name__ != "builtin_function_or_method":
+            return None
+    return c_launch, launcher
+
+
+RAW_LAUNCH = not INTERPRETED and _triton_version() == (3, 6) and os.environ.get("TCOURSE_RAW_LAUNCH", "1") != "0"
+_MAX_MAPS = 256  # CUtensorMaps remembered per compiled kernel
+
+
+def _hooked(hook) -> bool:
+    """A launch hook is set: a callable, or Triton 3.6's ``HookChain`` with something in it (a profiler
+    such as Proton adds itself there). Empty chains are skipped on the raw path."""
+    return hook is not None and (not hasattr(hook, "calls") or bool(hook.calls))
+
+
+class _Compiled:
+    """One compiled specialisation and the fastest way to launch it again."""
+
+    __slots__ = ("kernel", "tail", "c_launch", "lead", "desc_meta", "maps", "make_desc_arg", "objects")
+
+    def __init__(self, kernel, tail, args):
+        self.kernel, self.tail = kernel, tail
+        raw = _raw_c_launch(kernel)
+        self.c_launch = None
+        if raw is not None:
+            self.c_launch, launcher = raw
+            self.lead = (kernel.function, launcher.launch_cooperative_grid, launcher.launch_pdl, None, None,
+                         kernel.packed_metadata, None, None, None)
+            self.desc_meta = list(getattr(kernel.metadata, "tensordesc_meta", None) or [])
+            self.maps = {}
+            from triton.backends.nvidia.driver import make_tensordesc_arg
+
+            self.make_desc_arg = make_tensordesc_arg
+            # positions of arguments the raw launch must expand (descriptors) or read (tensor subclasses);
+            # fixed for this entry, since the launcher's key holds every argument's type
+            self.objects = [i for i, a in enumerate(args) if a.__class__ not in (int, float, bool, type(None),
+                                                                                  torch.Tensor)]
+
+    def _desc(self, d, i: int) -> list:
+        """The launch arguments a host TensorDescriptor expands to, its CUtensorMap built once."""
+        meta = self.desc_meta[i] if i < len(self.desc_meta) else None
+        key = (d.base.data_ptr(), tuple(d.shape), tuple(d.strides), d.padding, i)
+        found = self.maps.get(key)
+        if found is None:
+            if len(self.maps) >= _MAX_MAPS:
+                self.maps.clear()
+            found = self.maps[key] = [a.data_ptr() if isinstance(a, torch.Tensor) else a
+                                      for a in self.make_desc_arg(d, meta)]
+        return found
+
+    def launch(self, grid, args, flat, stream, hooks):
+        """``flat``: ``args`` with every plain tensor replaced by its data pointer."""
+        n = len(grid)
+        g1, g2 = (grid[1] if n > 1 else 1), (grid[2] if n > 2 else 1)
+        kernel = self.kernel
+        enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+        if self.c_launch is None or _hooked(enter) or _hooked(leave):
+            full = (*args, *self.tail)
+            kernel.run(grid[0], g1, g2, stream, kernel.function, kernel.packed_metadata,
+                       None if enter is None else kernel.launch_metadata(grid, stream, *full),
+                       enter, leave, *full)
+            return
+        if self.objects:
+            flat = self._expand(flat)
+        self.c_launch(grid[0], g1, g2, stream, *self.lead, *flat, *self.tail)
+
+    def _expand(self, flat) -> list:
+        out, d, last = [], 0, 0
+        for i in self.objects:
+            out += flat[last:i]
+            a = flat[i]
+            if a.__class__ is _TensorDescriptor:
+                out += self._desc(a, d)
+                d += 1
+            else:  # a tensor subclass (nn.Parameter): its pointer
+                out.append(a.data_ptr())
+            last = i + 1
+        out += flat[last:]
+        return out
 
 
 class Launcher:
@@ -114,8 +227,10 @@ class Launcher:
     The first launch of each specialisation (meta values, argument dtypes, pointer alignment, integer
     values, current device) goes through ``kernel[grid]``, which compiles or finds the kernel and
     returns it. Later launches with the same specialisation call that compiled kernel directly,
-    skipping Triton's per-call argument binding, cache-key string and option parsing. Arguments of
-    any other type always take the ``kernel[grid]`` path.
+    skipping Triton's per-call argument binding, cache-key string and option parsing; on Triton 3.6
+    they call its C launch function itself (``_raw_c_launch``). Arguments of any other type always
+    take the ``kernel[grid]`` path. One pass over the arguments gives both the cache key and the
+    launch arguments (tensors as data pointers).
     """
 
     def __init__(self, kernel, direct: bool | None = None):
@@ -128,11 +243,25 @@ class Launcher:
         self._device = self._stream = self._hooks = None
 
     def _key(self, args, meta, meta_key):
+        """``(key, flat)``: the specialisation key (None if an argument cannot be keyed) and ``args``
+        with plain tensors replaced by their data pointers."""
+        keys, flat = [], []
         try:
-            return (self._device(), tuple(meta.items()) if meta_key is None else meta_key,
-                    tuple([a if a.__class__ is int else _ARG_KEY[a.__class__](a) for a in args]))
+            for a in args:
+                c = a.__class__
+                if c is int:
+                    keys.append(a)
+                    flat.append(a)
+                elif c is torch.Tensor:
+                    ptr = a.data_ptr()
+                    keys.append((a.dtype, not ptr & 15))  # what Triton specialises a pointer on (see _tensor_key)
+                    flat.append(ptr)
+                else:
+                    keys.append(_ARG_KEY[c](a))
+                    flat.append(a)
+            return (self._device(), tuple(meta.items()) if meta_key is None else meta_key, tuple(keys)), flat
         except (KeyError, TypeError):  # an argument type we do not key (or an unhashable meta value)
-            return None
+            return None, None
 
     def _tail(self, n_args: int, meta: dict):
         """Values of the parameters after the positional ones, in signature order (None: cannot tell)."""
@@ -155,9 +284,9 @@ class Launcher:
             from triton import knobs
             from triton.runtime import driver
 
-            self._device, self._stream = driver.active.get_current_device, driver.active.get_current_stream
+            self._device, self._stream = _current_device(driver), driver.active.get_current_stream
             self._hooks = knobs.runtime
-        key = self._key(args, meta, meta_key)
+        key, flat = self._key(args, meta, meta_key)
         entry = self.compiled.get(key) if key is not None else None
         if entry is None:
             kernel = self.kernel[grid](*args, **meta)
@@ -166,16 +295,9 @@ class Launcher:
             if key is not None and tail is not None and ready and not hasattr(kernel, "result"):
                 if len(self.compiled) >= _MAX_ENTRIES:
                     self.compiled.clear()
-                self.compiled[key] = (kernel, tail)
+                self.compiled[key] = _Compiled(kernel, tail, args)
             return
-        kernel, tail = entry
-        full = (*args, *tail)
-        n = len(grid)
-        stream = self._stream(key[0])
-        enter = self._hooks.launch_enter_hook
-        kernel.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, stream, kernel.function,
-                   kernel.packed_metadata, None if enter is None else kernel.launch_metadata(grid, stream, *full),
-                   enter, self._hooks.launch_exit_hook, *full)
+        entry.launch(grid, args, flat, self._stream(key[0]), self._hooks)
 
 
 def gpu_time_of_config(kernel_call, quantiles):

@@ -140,8 +140,13 @@ def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_
 
 
 def _blocks(q: torch.Tensor) -> dict:
-    if q.is_cuda:  # D=128: 8 warps, or the dK/dV kernel spills on sm_90 (a real compile: 255 registers + 40 B)
-        return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8 if q.shape[-1] >= 128 else 4, "num_stages": 2}
+    # The best of 7 configs per head dim on the H200 (B4 H32 S4096, fp16; results/h200/issue18/bwd.json):
+    # D=64: 64x64 blocks, 4 warps, 3 stages (0.65x / 0.55x SDPA's backward, plain / causal; 64x64 with
+    # 2 stages gave 0.61x / 0.50x). D=128: 128x64, 8 warps (0.48x both; 64x64 with 8 warps gave 0.27x).
+    if q.is_cuda:
+        if q.shape[-1] >= 128:
+            return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
+        return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
     return {"BLOCK_M": 16, "BLOCK_N": 16}
 
 

@@ -206,7 +206,7 @@ def attention_ptr(q, k, v, causal=False, sm_scale=None, config: dict | None = No
     B, H, S, D = q.shape
     qk_scale = (sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)) * 1.4426950408889634
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
-    o = torch.empty((B, H, S, D), dtype=q.dtype, device=q.device)
+    o = q.new_empty((B, H, S, D))
     args = (q, k, v, o, H, S, qk_scale, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3])
     grid = lambda m: (cdiv(S, m["BM"]), B * H)  # noqa: E731
     if config is None and on_gpu(q):
@@ -245,9 +245,41 @@ def attention_tma(q, k, v, causal=False, sm_scale=None, config: dict | None = No
     return o
 
 
+# Below this much work (B * H * S * S * D) the pointer kernel: building four tensor descriptors per call
+# costs more host time than such a problem takes on the GPU (H200, B1 H8 D64: S 128-512 took the same GPU
+# time with either kernel and 16-18 us against 53-54 us per call end to end; S 1024 was 1.28x faster
+# with the pointer kernel; results/h200/issue18/host.json).
+TMA_MIN_WORK = 2**32
+_GLUON: list = []  # [module or None], filled on first use
+
+
+def _gluon_kernel(q, causal):
+    """The warp-specialised Gluon kernel (``gluon_attention``) where it measured faster than the Triton
+    one on the H200: fp16, not causal, D = 128, S >= 4096 (0.89x cuDNN against 0.85x,
+    results/h200/issue18/fwd.json). None elsewhere, or where this Triton has no Gluon."""
+    B, H, S, D = q.shape
+    if causal or q.dtype != torch.float16 or D != 128 or S < 4096 or S % 128:
+        return None
+    if not _GLUON:
+        try:
+            from . import gluon_attention
+        except Exception:  # noqa: BLE001 - a Triton without (this) Gluon: the Triton kernel serves
+            gluon_attention = None
+        _GLUON.append(gluon_attention)
+    return _GLUON[0]
+
+
 def attention(q, k, v, causal=False, sm_scale=None):
     """softmax(q @ k^T * sm_scale [+ causal mask]) @ v for (B, H, S, D) tensors; sm_scale defaults
-    to 1/sqrt(D). fp16/bf16 on a GPU (TMA kernel on Hopper when S % 128 == 0); fp32/fp16 on CPU."""
+    to 1/sqrt(D). fp16/bf16 on a GPU: on Hopper, for problems of ``TMA_MIN_WORK`` and up with
+    S % 128 == 0, the TMA kernel (the Gluon one where it is faster); else the pointer kernel. fp32/fp16
+    on CPU."""
     if tma_available(q):
-        return attention_tma(q, k, v, causal, sm_scale)
+        B, H, S, D = q.shape
+        if B * H * S * S * D >= TMA_MIN_WORK:
+            _check(q, k, v)
+            gluon = _gluon_kernel(q, causal)
+            if gluon is not None:
+                return gluon.attention(q, k, v, sm_scale).view(q.shape)
+            return attention_tma(q, k, v, causal, sm_scale)
     return attention_ptr(q, k, v, causal, sm_scale)

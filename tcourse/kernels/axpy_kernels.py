@@ -30,13 +30,13 @@ CPU_BLOCK = 1024
 
 def axpy(a, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``a * x + y`` for same-shape, same-dtype tensors; ``a`` is a Python number or 0-d tensor."""
-    if x.shape != y.shape or x.dtype != y.dtype or x.device != y.device:
+    if x.shape != y.shape or x.dtype != y.dtype or x.get_device() != y.get_device():
         raise ValueError(f"x and y must match: {tuple(x.shape)} {x.dtype} {x.device} vs "
                          f"{tuple(y.shape)} {y.dtype} {y.device}")
     a = float(a.item()) if isinstance(a, torch.Tensor) else float(a)
     xc, yc = x.contiguous(), y.contiguous()
     out = torch.empty_like(xc)
-    n = xc.numel()
+    n = out.numel()
     if n >= 2**31:
         raise ValueError("axpy indexes with int32: at most 2**31 - 1 elements")
     if n == 0:

@@ -13,7 +13,13 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import cdiv
+from ._launch import cdiv, num_sms
+from .matmul_kernels import _tile_coords
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover
+    TensorDescriptor = None
 
 E4M3_MAX = 448.0
 
@@ -51,6 +57,70 @@ def fp8_matmul_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K, stride_am, s
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+@triton.jit
+def fp8_matmul_tma_kernel(a_desc, bt_desc, c_desc, sa_ptr, sb_ptr, M, N, K, ROWWISE: tl.constexpr,
+                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+                          NUM_PROGRAMS: tl.constexpr):
+    """Hopper: persistent over output tiles, A (M, K) and B^T (N, K) both K-major through TMA (the layout
+    fp8 wgmma reads both operands in), C through a descriptor."""
+    num_m, num_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+    k_tiles = tl.cdiv(K, BK)
+    for tile in tl.range(tl.program_id(0), num_m * num_n, NUM_PROGRAMS, flatten=True):
+        pid_m, pid_n = _tile_coords(tile, num_m, num_n, GROUP_M)
+        off_m, off_n = pid_m * BM, pid_n * BN
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for kt in range(k_tiles):
+            a = a_desc.load([off_m, kt * BK])
+            b = bt_desc.load([off_n, kt * BK])
+            acc = tl.dot(a, b.T, acc)
+        if ROWWISE:
+            rm = off_m + tl.arange(0, BM)
+            rn = off_n + tl.arange(0, BN)
+            acc = acc * tl.load(sa_ptr + rm, mask=rm < M, other=0.0)[:, None]
+            acc = acc * tl.load(sb_ptr + rn, mask=rn < N, other=0.0)[None, :]
+        else:
+            acc = acc * (tl.load(sa_ptr) * tl.load(sb_ptr))
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+TMA_CONFIG = {"BM": 128, "BN": 256, "BK": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+
+
+def fp8_matmul_tma(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+                   out_dtype: torch.dtype = torch.bfloat16, config: dict | None = None) -> torch.Tensor:
+    """:func:`fp8_matmul` through the persistent TMA kernel; ``b`` (K, N) must be column-major (``b.T``
+    contiguous, as for ``torch._scaled_mm``), K and N multiples of 16."""
+    (M, K), N = a.shape, b.shape[1]
+    sa, sb, rowwise = _scales(scale_a, scale_b, M, N)
+    bt = b.T
+    if not (a.is_contiguous() and bt.is_contiguous()) or K % 16 or N % 16:
+        raise ValueError("fp8_matmul_tma needs a row-major A, a column-major B and K, N multiples of 16")
+    cfg = {**TMA_CONFIG, **(config or {})}
+    bm, bn, bk = cfg["BM"], cfg["BN"], cfg["BK"]
+    c = torch.empty((M, N), dtype=out_dtype, device=a.device)
+    a_d = TensorDescriptor(a, [M, K], [K, 1], [bm, bk])
+    b_d = TensorDescriptor(bt, [N, K], [K, 1], [bn, bk])
+    c_d = TensorDescriptor(c, [M, N], [N, 1], [bm, bn])
+    programs = min(num_sms(a), cdiv(M, bm) * cdiv(N, bn))
+    fp8_matmul_tma_kernel[(programs,)](a_d, b_d, c_d, sa, sb, M, N, K, ROWWISE=rowwise, NUM_PROGRAMS=programs, **cfg)
+    return c
+
+
+def _tma_ready(a: torch.Tensor, b: torch.Tensor) -> bool:
+    from ._launch import is_hopper
+
+    return (TensorDescriptor is not None and is_hopper(a) and a.is_contiguous() and b.T.is_contiguous()
+            and a.shape[1] % 16 == 0 and b.shape[1] % 16 == 0 and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0)
+
+
+def _scales(scale_a, scale_b, M, N):
+    sa, sb = scale_a.float().reshape(-1).contiguous(), scale_b.float().reshape(-1).contiguous()
+    rowwise = sa.numel() != 1 or sb.numel() != 1
+    if rowwise and (sa.numel() != M or sb.numel() != N):
+        raise ValueError(f"row-wise scales need {M} and {N} elements, got {sa.numel()} and {sb.numel()}")
+    return sa, sb, rowwise
+
+
 def quantize_e4m3(x: torch.Tensor, dim: int | None = None):
     """``(q, scale)`` with ``q * scale ~= x``: one fp32 scale for the whole tensor (``dim=None``) or one
     per slice along ``dim`` (``dim=1``: one per row; ``dim=0``: one per column), from the slice's amax."""
@@ -70,14 +140,17 @@ def _config(a: torch.Tensor) -> dict:
 def fp8_matmul(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
                out_dtype: torch.dtype = torch.bfloat16, config: dict | None = None) -> torch.Tensor:
     """``(a * scale_a) @ (b * scale_b)`` for e4m3 ``a`` (M, K) and ``b`` (K, N). Scales: one element each
-    (per-tensor), or ``scale_a`` with M elements and ``scale_b`` with N (per-row of A / per-column of B)."""
+    (per-tensor), or ``scale_a`` with M elements and ``scale_b`` with N (per-row of A / per-column of B).
+
+    On Hopper, with a row-major A and a column-major B (``torch._scaled_mm``'s layout) and no ``config``,
+    the persistent TMA kernel: 1.05x / 1.03x ``torch._scaled_mm`` at 4096^3 / 8192^3 on the H200, where
+    this blocked kernel reached 0.86x / 0.92x (results/h200/issue18/fp8.json)."""
     if a.dtype != torch.float8_e4m3fn or b.dtype != torch.float8_e4m3fn:
         raise TypeError(f"fp8_matmul takes float8_e4m3fn inputs, got {a.dtype} and {b.dtype}")
+    if config is None and _tma_ready(a, b):
+        return fp8_matmul_tma(a, b, scale_a, scale_b, out_dtype)
     (M, K), N = a.shape, b.shape[1]
-    sa, sb = scale_a.float().reshape(-1).contiguous(), scale_b.float().reshape(-1).contiguous()
-    rowwise = sa.numel() != 1 or sb.numel() != 1
-    if rowwise and (sa.numel() != M or sb.numel() != N):
-        raise ValueError(f"row-wise scales need {M} and {N} elements, got {sa.numel()} and {sb.numel()}")
+    sa, sb, rowwise = _scales(scale_a, scale_b, M, N)
     c = torch.empty((M, N), dtype=out_dtype, device=a.device)
     cfg = {**_config(a), **(config or {})}
     grid = (cdiv(M, cfg["BM"]) * cdiv(N, cfg["BN"]),)

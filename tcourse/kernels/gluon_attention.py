@@ -128,6 +128,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float
     if q.dtype != torch.float16 or S % (2 * cfg["BM"]) or S % cfg["BN"] or D not in (64, 128):
         raise ValueError("fp16, S a multiple of 2*BM and BN, D 64 or 128")
     sm_scale = D ** -0.5 if sm_scale is None else sm_scale
+    if k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(f"q, k, v must have one shape, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     q2, k2, v2 = (t.contiguous().view(B * H * S, D) for t in (q, k, v))
     o = torch.empty_like(q2)
     bm, bn = cfg["BM"], cfg["BN"]

@@ -57,7 +57,7 @@ def layernorm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
         raise ValueError(f"weight and bias must have shape ({n_cols},)")
     x = x if x.stride(-1) == 1 else x.contiguous()
     w, b = weight.contiguous(), bias.contiguous()
-    out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    out = x.new_empty((n_rows, n_cols))
     if x.numel() == 0:
         return out
     block_n = min(next_power_of_2(n_cols), MAX_BLOCK)

@@ -107,16 +107,24 @@ softmax_chunk_write_tuned = Tuned("softmax_chunk_write", softmax_chunk_write_ker
 def softmax_one_block(x: torch.Tensor) -> torch.Tensor:
     """Each row read once into one program's registers (rows up to MAX_BLOCK columns)."""
     check_2d("softmax", x)
-    x = x if x.stride(-1) == 1 else x.contiguous()
-    n_rows, n_cols = x.shape
-    block_n = next_power_of_2(n_cols)
+    return _one_block(x, next_power_of_2(x.shape[1]))
+
+
+def _one_block(x: torch.Tensor, block_n: int) -> torch.Tensor:
     if block_n > MAX_BLOCK:
-        raise ValueError(f"{n_cols} columns do not fit one block of {MAX_BLOCK}: use softmax_online")
-    out = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
-    if x.numel() == 0:
+        raise ValueError(f"{x.shape[1]} columns do not fit one block of {MAX_BLOCK}: use softmax_online")
+    n_rows, n_cols = x.shape
+    if x.is_contiguous():  # empty_like: about half the host time of torch.empty(shape, ...) on the H200's host
+        out = torch.empty_like(x)
+        sx = so = n_cols
+    else:
+        x = x if x.stride(-1) == 1 else x.contiguous()
+        out = x.new_empty((n_rows, n_cols))
+        sx, so = x.stride(0), n_cols
+    if n_rows == 0 or n_cols == 0:
         return out
-    vec = _vec(n_cols, x.stride(0), out.stride(0), elem_bytes=x.element_size())
-    args = (x, out, n_rows, n_cols // vec, x.stride(0) // vec, out.stride(0) // vec)
+    vec = _vec(n_cols, sx, elem_bytes=x.element_size())
+    args = (x, out, n_rows, n_cols // vec, sx // vec, so // vec)
     if on_gpu(x):
         softmax_rows_tuned.launch((n_rows, n_cols, vec, x.dtype), lambda m: (cdiv(n_rows, m["ROWS"]),),
                                   *args, BLOCK_N=block_n, VEC=vec)
@@ -155,6 +163,7 @@ def softmax_online(x: torch.Tensor, chunk: int = ONLINE_CHUNK) -> torch.Tensor:
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dim of a 2-D tensor (fp32/fp16/bf16; computed in fp32)."""
     check_2d("softmax", x)
-    if next_power_of_2(x.shape[1]) <= MAX_BLOCK:
-        return softmax_one_block(x)
+    block_n = next_power_of_2(x.shape[1])
+    if block_n <= MAX_BLOCK:
+        return _one_block(x, block_n)
     return softmax_online(x)

@@ -26,7 +26,7 @@ def transpose(x: torch.Tensor) -> torch.Tensor:
     """``x.T.contiguous()`` for a 2-D tensor."""
     check_2d("transpose", x)
     M, N = x.shape
-    out = torch.empty((N, M), dtype=x.dtype, device=x.device)
+    out = x.new_empty((N, M))
     if x.numel() == 0:
         return out
     bm, bn = (64, 64) if on_gpu(x) else (32, 32)

@@ -1,0 +1,350 @@
+"""Issue 18's measurements on the H200, one call: where host time goes, and which configs and kernels
+close the gaps (matmul 1024^3, FP8, attention backward and forward). Each part writes
+results/h200/issue18/<part>.json and prints a short table; a failing variant is recorded, not fatal.
+
+    python scripts/probe_issue18.py host matmul fp8 bwd fwd
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+import tcourse
+
+OUT = Path("results/h200/issue18")
+ROUNDS = 3
+REP_MS = 40
+
+
+def _meta() -> dict:
+    import triton
+
+    p = torch.cuda.get_device_properties(0)
+    return {"device": p.name, "sms": p.multi_processor_count, "torch": torch.__version__, "triton": triton.__version__,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def _save(name: str, data) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{name}.json").write_text(json.dumps({"meta": _meta(), "data": data}, indent=1, default=str))
+
+
+def _cmp(ours, ref, flops=None, timer="gpu_time", rounds=ROUNDS, rep=REP_MS) -> dict:
+    from tcourse.bench import compare
+
+    c = compare(ours, ref, flops=flops, rounds=rounds, rep_ms=rep, timer=timer)
+    return {"ours_us": c.ours.median_ms * 1e3, "ours_p20": c.ours.p20_ms * 1e3, "ours_p80": c.ours.p80_ms * 1e3,
+            "torch_us": c.torch.median_ms * 1e3, "torch_p20": c.torch.p20_ms * 1e3, "torch_p80": c.torch.p80_ms * 1e3,
+            "speedup": c.speedup}
+
+
+def _rel(out, ref) -> float:
+    return float((out.double() - ref.double()).norm() / ref.double().norm())
+
+
+def _guard(rows: list, label: dict, fn) -> None:
+    t = time.time()
+    try:
+        r = fn()
+        rows.append({**label, **r, "s": round(time.time() - t, 1)})
+        sp = r.get("speedup")
+        print(f"  {json.dumps(label)[:110]:<110} x{sp:.3f} err {r.get('err', 0):.1e}" if sp else f"  {label} {r}",
+              flush=True)
+    except Exception as e:  # noqa: BLE001 - one variant must not stop the others
+        rows.append({**label, "error": f"{type(e).__name__}: {str(e)[:400]}"})
+        print(f"  {label} ERROR {type(e).__name__}: {str(e)[:200]}", flush=True)
+
+
+# -- host ---------------------------------------------------------------------------------------------
+def host() -> dict:
+    import subprocess
+
+    import triton
+    import triton.language as tl
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from bench.host import host_us, measure
+
+    out: dict = {}
+    x = torch.randn(2**20, device="cuda")
+    h = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+    prim = {
+        "torch.empty_like(2^20 fp32)": lambda: torch.empty_like(x),
+        "torch.empty((4096, 1024))": lambda: torch.empty((4096, 1024), device=x.device),
+        "x.data_ptr()": lambda: x.data_ptr(),
+        "x.contiguous()": lambda: x.contiguous(),
+        "torch.add(x, x, alpha=2)": lambda: torch.add(x, x, alpha=2.0),
+        "TensorDescriptor(...)": lambda: TensorDescriptor(h, [1024, 1024], [1024, 1], [64, 64]),
+        "driver.get_current_stream(0)": lambda: triton.runtime.driver.active.get_current_stream(0),
+        "driver.get_current_device()": lambda: triton.runtime.driver.active.get_current_device(),
+    }
+
+    @triton.jit
+    def _copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    y = torch.empty_like(x)
+    grid = (1024,)
+    ck = _copy[grid](x, y, x.numel(), BLOCK=1024)
+    run = ck.run
+    stream = triton.runtime.driver.active.get_current_stream(0)
+    prim["bare _copy[grid](...)"] = lambda: _copy[grid](x, y, x.numel(), BLOCK=1024)
+    prim["CompiledKernel.run(tensors)"] = lambda: run(1024, 1, 1, stream, ck.function, ck.packed_metadata, None, None,
+                                                       None, x, y, x.numel(), 1024)
+    c_launch = run.launch
+    xp, yp = x.data_ptr(), y.data_ptr()
+    lead = (ck.function, run.launch_cooperative_grid, run.launch_pdl, None, None, ck.packed_metadata, None, None, None)
+    prim["C launch(tensors)"] = lambda: c_launch(1024, 1, 1, stream, *lead, x, y, x.numel(), 1024)
+    prim["C launch(int pointers)"] = lambda: c_launch(1024, 1, 1, stream, *lead, xp, yp, x.numel(), 1024)
+    fill = triton.runtime.driver.active.utils.fill_tma_descriptor
+    prim["fill_tma_descriptor"] = lambda: fill(h.data_ptr(), 3, 2, 6, [64, 64], [1024, 1024], [1024, 1], 0)
+    out["primitives_us"] = {}
+    for name, fn in prim.items():
+        try:
+            out["primitives_us"][name] = host_us(fn)
+        except Exception as e:  # noqa: BLE001
+            out["primitives_us"][name] = f"{type(e).__name__}: {e}"
+        print(f"  {name:<34} {out['primitives_us'][name]}", flush=True)
+    out["checks"] = _public_checks()
+    out["raw_launch"] = measure()
+    print(json.dumps(out["raw_launch"], indent=0), flush=True)
+    env = {**__import__("os").environ, "TCOURSE_RAW_LAUNCH": "0"}
+    code = "import json, tcourse; tcourse.setup(quiet=True); from bench.host import measure; print(json.dumps(measure()))"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    out["kernel_run_launch"] = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else r.stderr[-2000:]
+    print("TCOURSE_RAW_LAUNCH=0:", json.dumps(out["kernel_run_launch"], indent=0), flush=True)
+    from bench.host import pairs, profile
+
+    import tcourse.kernels as K
+
+    out["profiles"] = {n: profile(K, n, calls=1000) for n in ("axpy", "softmax", "attention", "matmul fp16")
+                       if any(n in k for k in pairs(K))}
+    for n, p in out["profiles"].items():
+        print(f"--- profile {n}\n" + "\n".join(p.splitlines()[:22]), flush=True)
+    # small attention: pointer kernel (no descriptors) against the TMA kernel, end to end (do_bench) and GPU only
+    from tcourse.kernels import attention_kernels as A
+
+    out["attention_small"] = []
+    for S in (128, 256, 512, 1024):
+        q, k, v = (torch.randn(1, 8, S, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+        for timer in ("do_bench", "gpu_time"):
+            _guard(out["attention_small"], {"S": S, "timer": timer},
+                   lambda: _cmp(lambda: A.attention_ptr(q, k, v), lambda: A.attention_tma(q, k, v), timer=timer))
+    return out
+
+
+def _public_checks() -> dict:
+    """Each public function's third call (the raw C launch) against torch, fresh inputs each call."""
+    import torch.nn.functional as F
+
+    import tcourse.kernels as K
+
+    def cases():
+        v = torch.randn(2**20 + 3, device="cuda")
+        yield "axpy", lambda: K.axpy(2.0, v, v), lambda: 3.0 * v.double()
+        x = torch.randn(4096, 1000, device="cuda")
+        yield "softmax", lambda: K.softmax(x), lambda: torch.softmax(x.double(), -1)
+        a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
+        yield "matmul 1024", lambda: K.matmul(a, a), lambda: a.double() @ a.double()
+        a4 = torch.randn(2048, 2048, device="cuda", dtype=torch.float16)
+        yield "matmul tma 2048", lambda: K.matmul(a4, a4), lambda: a4.double() @ a4.double()
+        w, b = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
+        yield "layernorm", lambda: K.layernorm(x, w, b), lambda: F.layer_norm(x.double(), (1000,), w.double(), b.double())
+        yield "transpose", lambda: K.transpose(x), lambda: x.T.double()
+        q = torch.randn(2, 8, 512, 64, device="cuda", dtype=torch.float16)
+        yield "attention", lambda: K.attention(q, q, q), lambda: F.scaled_dot_product_attention(q.double(), q.double(), q.double())
+    out = {}
+    for name, ours, ref in cases():
+        errs = [_rel(ours(), ref()) for _ in range(4)]
+        out[name] = errs
+        print(f"  check {name:<16} {' '.join(f'{e:.1e}' for e in errs)}", flush=True)
+    return out
+
+
+# -- matmul 1024^3 -----------------------------------------------------------------------------------
+def matmul() -> list:
+    from tcourse.kernels import matmul_kernels as M
+
+    rows: list = []
+    for dt in (torch.float16, torch.bfloat16):
+        a = torch.randn(1024, 1024, device="cuda", dtype=dt)
+        b = torch.randn(1024, 1024, device="cuda", dtype=dt)
+        ref = a.double() @ b.double()
+        blocked = [(64, 128, 128, 3, 4), (64, 128, 64, 4, 4), (64, 64, 128, 3, 4), (64, 64, 64, 4, 4), (64, 64, 128, 4, 4),
+                   (128, 64, 128, 3, 4), (128, 64, 64, 4, 4), (128, 128, 64, 3, 8), (128, 128, 128, 2, 8),
+                   (64, 128, 128, 4, 4), (64, 256, 64, 3, 8), (128, 64, 128, 3, 8)]
+        if dt == torch.bfloat16:
+            blocked = blocked[:4]
+        for bm, bn, bk, s, w in blocked:
+            cfg = {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "num_stages": s, "num_warps": w}
+
+            def one(cfg=cfg):
+                err = _rel(M.matmul_blocked(a, b, cfg), ref)
+                return {"err": err, **_cmp(lambda: M.matmul_blocked(a, b, cfg), lambda: a @ b, flops=2 * 1024**3)}
+            _guard(rows, {"dtype": str(dt), "kernel": "blocked", **cfg}, one)
+        tma = [(128, 128, 64, 4, 8, False), (64, 128, 64, 5, 4, False), (64, 128, 128, 3, 4, False),
+               (64, 64, 128, 4, 4, False), (128, 64, 64, 4, 4, False), (128, 256, 64, 3, 8, False)]
+        if dt == torch.bfloat16:
+            tma = tma[:3]
+        for bm, bn, bk, s, w, sp in tma:
+            cfg = {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "SPLIT_EPILOGUE": sp, "FLATTEN": True,
+                   "num_stages": s, "num_warps": w}
+
+            def one(cfg=cfg):
+                err = _rel(M.matmul_tma(a, b, cfg), ref)
+                return {"err": err, **_cmp(lambda: M.matmul_tma(a, b, cfg), lambda: a @ b, flops=2 * 1024**3)}
+            _guard(rows, {"dtype": str(dt), "kernel": "tma", **cfg}, one)
+        _guard(rows, {"dtype": str(dt), "kernel": "public matmul", "timer": "do_bench"},
+               lambda: {"err": _rel(M.matmul(a, b), ref),
+                        **_cmp(lambda: M.matmul(a, b), lambda: a @ b, flops=2 * 1024**3, timer="do_bench")})
+        _guard(rows, {"dtype": str(dt), "kernel": "public matmul", "timer": "gpu_time"},
+               lambda: _cmp(lambda: M.matmul(a, b), lambda: a @ b, flops=2 * 1024**3))
+    # 4096^3: the pinned config against its neighbours, 5 rounds (the last wave: 128x256 tiles -> 512 tiles on 132 SMs)
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    for bm, bn, bk, s, w, sp in [(128, 256, 64, 4, 8, True), (128, 256, 64, 3, 8, False), (256, 128, 64, 3, 8, False),
+                                 (128, 128, 64, 4, 8, False), (128, 192, 64, 4, 8, False)]:
+        cfg = {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "SPLIT_EPILOGUE": sp, "FLATTEN": True,
+               "num_stages": s, "num_warps": w}
+        _guard(rows, {"dtype": "fp16 4096", "kernel": "tma", **cfg},
+               lambda cfg=cfg: _cmp(lambda: M.matmul_tma(a, b, cfg), lambda: a @ b, flops=2 * 4096**3, rounds=5))
+    try:
+        from tcourse.kernels import gluon_matmul as G
+
+        for cfg in ({"BN": 256, "num_warps": 8}, {"BN": 256, "num_warps": 8, "STAGES": 3}):
+            _guard(rows, {"dtype": "fp16 4096", "kernel": "gluon_ws", **cfg},
+                   lambda cfg=cfg: _cmp(lambda: G.matmul(a, b, cfg), lambda: a @ b, flops=2 * 4096**3, rounds=5))
+    except Exception as e:  # noqa: BLE001
+        rows.append({"kernel": "gluon_ws", "error": repr(e)[:300]})
+    return rows
+
+
+# -- FP8 ----------------------------------------------------------------------------------------------
+def fp8() -> list:
+    from tcourse.kernels import fp8_matmul as F8
+
+    rows: list = []
+    for size in (4096, 8192):
+        a = torch.randn(size, size, device="cuda")
+        b = torch.randn(size, size, device="cuda")
+        qa, sa = F8.quantize_e4m3(a)
+        qb, sb = F8.quantize_e4m3(b)
+        qb_cm = qb.t().contiguous().t()
+        ref = torch._scaled_mm(qa, qb_cm, scale_a=sa.reshape(()), scale_b=sb.reshape(()), out_dtype=torch.bfloat16)
+
+        def theirs():
+            return torch._scaled_mm(qa, qb_cm, scale_a=sa.reshape(()), scale_b=sb.reshape(()), out_dtype=torch.bfloat16)
+        for bm, bn, bk, s, w in [(128, 128, 128, 4, 8), (128, 256, 128, 3, 8), (128, 256, 64, 4, 8), (256, 128, 128, 3, 8),
+                                 (128, 128, 256, 3, 8)]:
+            cfg = {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "num_stages": s, "num_warps": w}
+            _guard(rows, {"size": size, "kernel": "blocked", **cfg},
+                   lambda cfg=cfg: {"err": _rel(F8.fp8_matmul(qa, qb_cm, sa, sb, config=cfg), ref),
+                                    **_cmp(lambda: F8.fp8_matmul(qa, qb_cm, sa, sb, config=cfg), theirs,
+                                           flops=2 * size**3)})
+        for bm, bn, bk, s, w in [(128, 256, 128, 3, 8), (128, 256, 64, 4, 8), (128, 128, 128, 4, 8), (256, 128, 128, 3, 8),
+                                 (128, 256, 128, 2, 8)]:
+            cfg = {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "num_stages": s, "num_warps": w}
+            _guard(rows, {"size": size, "kernel": "tma_persistent", **cfg},
+                   lambda cfg=cfg: {"err": _rel(F8.fp8_matmul_tma(qa, qb_cm, sa, sb, config=cfg), ref),
+                                    **_cmp(lambda: F8.fp8_matmul_tma(qa, qb_cm, sa, sb, config=cfg), theirs,
+                                           flops=2 * size**3)})
+        del a, b
+        torch.cuda.empty_cache()
+    return rows
+
+
+# -- attention backward ------------------------------------------------------------------------------
+def bwd() -> list:
+    import torch.nn.functional as F
+
+    from tcourse.kernels import attention_bwd_kernels as AB
+
+    rows: list = []
+    for D in (64, 128):
+        for causal in (False, True):
+            B, H, S = 4, 32, 4096
+            q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16) for _ in range(4))
+            qr, kr, vr = (t.detach().requires_grad_() for t in (q, k, v))
+            o_ref = F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
+            o, lse = AB.attention_fwd(q, k, v, causal)
+            flops = 2.5 * 4 * B * H * S * S * D / (2 if causal else 1)  # 5 matmuls of 2*S*S*D
+
+            def torch_bwd():
+                return torch.autograd.grad(o_ref, (qr, kr, vr), do, retain_graph=True)
+            gref = torch_bwd()
+            for cfg in ({"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8 if D == 128 else 4, "num_stages": 2},
+                        {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2},
+                        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2},
+                        {"BLOCK_M": 32, "BLOCK_N": 128, "num_warps": 4, "num_stages": 3},
+                        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
+                        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2},
+                        {"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4}):
+                def one(cfg=cfg):
+                    g = AB.attention_bwd(do, q, k, v, o, lse, causal, **cfg)
+                    err = max(_rel(x, y) for x, y in zip(g, gref))
+                    return {"err": err, **_cmp(lambda: AB.attention_bwd(do, q, k, v, o, lse, causal, **cfg), torch_bwd,
+                                               flops=flops, rounds=2, rep=30)}
+                _guard(rows, {"D": D, "causal": causal, "variant": "both kernels", **cfg}, one)
+            del q, k, v, do, qr, kr, vr, o_ref, o, lse, gref
+            torch.cuda.empty_cache()
+    return rows
+
+
+# -- attention forward --------------------------------------------------------------------------------
+def fwd() -> list:
+    import torch.nn.functional as F
+
+    from tcourse.kernels import attention_kernels as A
+
+    rows: list = []
+    try:
+        from tcourse.kernels import gluon_attention as GA
+    except Exception:  # noqa: BLE001
+        GA = None
+    for S in (1024, 4096):
+        for D in (64, 128):
+            q, k, v = (torch.randn(4, 32, S, D, device="cuda", dtype=torch.float16) for _ in range(3))
+            ref = F.scaled_dot_product_attention(q, k, v)
+            flops = 4 * 4 * 32 * S * S * D
+            if GA is not None:
+                for cfg in ({"BM": 64, "BN": 128, "STAGES": 2}, {"BM": 64, "BN": 64, "STAGES": 3},
+                            {"BM": 64, "BN": 128, "STAGES": 3}, {"BM": 64, "BN": 64, "STAGES": 2}):
+                    _guard(rows, {"S": S, "D": D, "kernel": "gluon_ws", **cfg},
+                           lambda cfg=cfg: {"err": _rel(GA.attention(q, k, v, config=cfg), ref),
+                                            **_cmp(lambda: GA.attention(q, k, v, config=cfg),
+                                                   lambda: F.scaled_dot_product_attention(q, k, v), flops=flops)})
+            for cfg in ({"BM": 128, "BN": 128, "num_stages": 2, "num_warps": 8},
+                        {"BM": 128, "BN": 64, "num_stages": 2, "num_warps": 8}):
+                _guard(rows, {"S": S, "D": D, "kernel": "triton_tma", **cfg},
+                       lambda cfg=cfg: {"err": _rel(A.attention_tma(q, k, v, config=cfg), ref),
+                                        **_cmp(lambda: A.attention_tma(q, k, v, config=cfg),
+                                               lambda: F.scaled_dot_product_attention(q, k, v), flops=flops)})
+            del q, k, v, ref
+            torch.cuda.empty_cache()
+    return rows
+
+
+PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd": bwd, "fwd": fwd}
+
+
+def main(argv: list[str]) -> int:
+    tcourse.setup(quiet=True)
+    for part in argv or list(PARTS):
+        t = time.time()
+        print(f"== {part}", flush=True)
+        try:
+            _save(part, PARTS[part]())
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+        print(f"== {part}: {time.time() - t:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
