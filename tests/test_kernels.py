@@ -245,15 +245,24 @@ def test_every_pinned_config_names_one_config_of_its_kernel():
 
 
 def test_raw_launch_is_skipped_for_hooks_and_unknown_launchers():
-    """The raw C launch is used only with empty launch hooks (a profiler's hook must still run) and
-    only for a real Triton 3.6 CudaLauncher (anything else keeps ``CompiledKernel.run``)."""
+    """The raw C launch is used only while the launch hooks are empty chains (a profiler's hook must
+    still run) and only for a real Triton 3.6 CudaLauncher (anything else keeps ``CompiledKernel.run``)."""
     from types import SimpleNamespace
 
-    from tcourse.kernels._launch import _hooked, _raw_c_launch
+    from tcourse.kernels._launch import _Compiled, _raw_c_launch
 
-    assert not _hooked(None) and not _hooked(SimpleNamespace(calls=[]))
-    assert _hooked(SimpleNamespace(calls=[print])) and _hooked(print)
     assert _raw_c_launch(_FakeCompiled()) is None
+    entry = _Compiled.__new__(_Compiled)
+    raw = []
+    entry.kernel, entry.tail, entry.lead, entry.objects = _FakeCompiled(), (16,), ("lead",), []
+    entry.c_launch = lambda *a: raw.append(a)
+    empty = SimpleNamespace(launch_enter_hook=SimpleNamespace(calls=[]), launch_exit_hook=SimpleNamespace(calls=[]))
+    entry.launch((4,), ("x",), (1234,), "s", empty)
+    assert raw == [(4, 1, 1, "s", "lead", 1234, 16)] and entry.kernel.runs == []
+    for hooks in (SimpleNamespace(launch_enter_hook=SimpleNamespace(calls=[print]), launch_exit_hook=empty.launch_exit_hook),
+                  SimpleNamespace(launch_enter_hook=None, launch_exit_hook=print)):
+        entry.launch((4,), ("x",), (1234,), "s", hooks)
+    assert len(raw) == 1 and [r[9:] for r in entry.kernel.runs] == [("x", 16), ("x", 16)]
 
 
 @gpu_only

@@ -149,12 +149,6 @@ RAW_LAUNCH = not INTERPRETED and _triton_version() == (3, 6) and os.environ.get(
 _MAX_MAPS = 256  # CUtensorMaps remembered per compiled kernel
 
 
-def _hooked(hook) -> bool:
-    """A launch hook is set: a callable, or Triton 3.6's ``HookChain`` with something in it (a profiler
-    such as Proton adds itself there). Empty chains are skipped on the raw path."""
-    return hook is not None and (not hasattr(hook, "calls") or bool(hook.calls))
-
-
 class _Compiled:
     """One compiled specialisation and the fastest way to launch it again."""
 
@@ -196,7 +190,9 @@ class _Compiled:
         g1, g2 = (grid[1] if n > 1 else 1), (grid[2] if n > 2 else 1)
         kernel = self.kernel
         enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
-        if self.c_launch is None or _hooked(enter) or _hooked(leave):
+        # Triton 3.6's hooks are HookChains: the raw launch only while both are empty (a profiler such as
+        # Proton adds itself there); a hook of another kind (a plain callable) takes the full path
+        if self.c_launch is None or getattr(enter, "calls", enter) or getattr(leave, "calls", leave):
             full = (*args, *self.tail)
             kernel.run(grid[0], g1, g2, stream, kernel.function, kernel.packed_metadata,
                        None if enter is None else kernel.launch_metadata(grid, stream, *full),
