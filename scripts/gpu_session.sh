@@ -64,10 +64,10 @@ for step in "${steps[@]}"; do
     extras) [[ -f scripts/record_extras_gpu.py ]] && run record_extras python3 scripts/record_extras_gpu.py ;;
     probe) run probe_issue18 timeout 470 python3 scripts/probe_issue18.py host matmul fp8 bwd fwd ;;
     bench) run bench_suite timeout 330 python3 -m bench --rounds 5 ;;
-    kernel-tests) run kernel_tests_gpu timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_kernels_frontier.py ;;
+    kernel-tests) run kernel_tests_gpu timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py ;;  # test_kernels_frontier.py is CPU-only (interpreter, CPU tensors)
     kernel-tests-rest)  # the GPU kernel tests that kernel-tests does not reach in its 240 s
-      run kernel_tests_gpu_rest timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels_frontier.py \
-        tests/test_kernels.py -k "bf16_gpu or direct_launch or repeated or pinned or raw_launch or descriptor or frontier" ;;
+      run kernel_tests_gpu_rest timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
+        -k "bf16_gpu or direct_launch or repeated or pinned or raw_launch or descriptor" ;;
     host) mkdir -p results/h200/issue18 && run host_final timeout 120 sh -c 'python3 -m bench.host > results/h200/issue18/host_final.json' ;;
     *) echo "unknown step $step" ;;
   esac

@@ -158,12 +158,14 @@ def fp8_vs_scaled_mm() -> list[dict]:
         b = torch.randn(size, size, device=DEVICE)
         ref = (a.double() @ b.double()) if size <= REF_MAX else None
         a16, b16 = a.bfloat16(), b.bfloat16()
+        per_tensor = {}
         for mode, dims in (("per_tensor", (None, None)), ("rowwise", (1, 0))):
             qa, sa = quantize_e4m3(a, dims[0])
             qb, sb = quantize_e4m3(b, dims[1])
             qb_cm = qb.t().contiguous().t()  # column-major B, as _scaled_mm requires
             if mode == "per_tensor":
                 ts_a, ts_b = sa.reshape(()), sb.reshape(())
+                per_tensor = {"qa": qa, "qb": qb_cm, "sa": ts_a, "sb": ts_b}
             else:
                 ts_a, ts_b = sa.reshape(size, 1), sb.reshape(1, size)
 
@@ -182,10 +184,9 @@ def fp8_vs_scaled_mm() -> list[dict]:
                 return entry
             rows.append({"size": size, "mode": mode, **guarded(one)})
         rows.append({"size": size, "mode": "bf16 torch.matmul vs fp8 _scaled_mm (per-tensor)", **guarded(
-            lambda: _timed(lambda: a16 @ b16, lambda: torch._scaled_mm(qa, qb_cm, scale_a=sa.reshape(()),
-                                                                        scale_b=sb.reshape(()),
-                                                                        out_dtype=torch.bfloat16),
-                           flops=2 * size**3))})
+            lambda: _timed(lambda: a16 @ b16, lambda: torch._scaled_mm(
+                per_tensor["qa"], per_tensor["qb"], scale_a=per_tensor["sa"], scale_b=per_tensor["sb"],
+                out_dtype=torch.bfloat16), flops=2 * size**3))})
         del a, b, ref, a16, b16
         torch.cuda.empty_cache()
     return rows
