@@ -240,20 +240,18 @@ def fp8() -> list:
 
         def theirs():
             return torch._scaled_mm(qa, qb_cm, scale_a=sa.reshape(()), scale_b=sb.reshape(()), out_dtype=torch.bfloat16)
-        for bm, bn, bk, s, w in [(128, 128, 128, 4, 8), (128, 256, 128, 3, 8), (128, 256, 64, 4, 8), (256, 128, 128, 3, 8),
-                                 (128, 128, 256, 3, 8)]:
-            cfg = {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "num_stages": s, "num_warps": w}
-            _guard(rows, {"size": size, "kernel": "blocked", **cfg},
-                   lambda cfg=cfg: {"err": _rel(F8.fp8_matmul(qa, qb_cm, sa, sb, config=cfg), ref),
-                                    **_cmp(lambda: F8.fp8_matmul(qa, qb_cm, sa, sb, config=cfg), theirs,
-                                           flops=2 * size**3)})
-        for bm, bn, bk, s, w in [(128, 256, 128, 3, 8), (128, 256, 64, 4, 8), (128, 128, 128, 4, 8), (256, 128, 128, 3, 8),
-                                 (128, 256, 128, 2, 8)]:
-            cfg = {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "num_stages": s, "num_warps": w}
-            _guard(rows, {"size": size, "kernel": "tma_persistent", **cfg},
-                   lambda cfg=cfg: {"err": _rel(F8.fp8_matmul_tma(qa, qb_cm, sa, sb, config=cfg), ref),
-                                    **_cmp(lambda: F8.fp8_matmul_tma(qa, qb_cm, sa, sb, config=cfg), theirs,
-                                           flops=2 * size**3)})
+        variants = {"blocked": (F8.fp8_matmul, [(128, 128, 128, 4, 8), (128, 256, 128, 3, 8), (128, 256, 64, 4, 8),
+                                                (256, 128, 128, 3, 8), (128, 128, 256, 3, 8)]),
+                    "tma_persistent": (F8.fp8_matmul_tma, [(128, 256, 128, 3, 8), (128, 256, 64, 4, 8),
+                                                           (128, 128, 128, 4, 8), (256, 128, 128, 3, 8),
+                                                           (128, 256, 128, 2, 8)])}
+        for kernel, (fn, configs) in variants.items():  # an explicit config: fp8_matmul stays on the blocked kernel
+            for bm, bn, bk, s, w in configs:
+                cfg = {"BM": bm, "BN": bn, "BK": bk, "GROUP_M": 8, "num_stages": s, "num_warps": w}
+                _guard(rows, {"size": size, "kernel": kernel, **cfg},
+                       lambda fn=fn, cfg=cfg: {"err": _rel(fn(qa, qb_cm, sa, sb, config=cfg), ref),
+                                               **_cmp(lambda: fn(qa, qb_cm, sa, sb, config=cfg), theirs,
+                                                      flops=2 * size**3)})
         del a, b
         torch.cuda.empty_cache()
     return rows
