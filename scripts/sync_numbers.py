@@ -197,18 +197,18 @@ def appendix_targets(results: Path) -> str:
     cases = {(c["family"], c["name"]): c for c in suite["cases"]}
     lines = [f"`python -m bench`（{label(suite)}，{suite['date'][11:16]} UTC），与 torch 交替 {suite['rounds']} 轮；"
              "比值 = torch 时间 / 我们的时间，括号里是 p20–p80 离散度的一半：", "",
-             "| 族 | 形状 | 对照 | 我们 | torch | 比值 | 目标 | 达到 |", "|---|---|---|---|---|---|---|---|"]
+             "| 形状 | 对照 | 我们 / torch | 比值 | 目标 | 达到 |", "|---|---|---|---|---|---|"]
     for r in suite["summary"]:
         if "error" in r:
-            lines.append(f"| {r['family']} | {r['case']} | – | 出错：{r['error'][:80]} | | | | 否 |")
+            lines.append(f"| {r['family']} {r['case']} | – | 出错：{r['error'][:80]} | | | 否 |")
             continue
         if r["target"] is None:
             continue
         target = max(r["target"], RAISED_TARGETS.get((r["family"], r["case"], r["baseline"]), 0))
         r = {**r, "target": target, "met": r["correct"] and r["speedup"] >= target}
         v = cases[(r["family"], r["case"])]["vs"][r["baseline"]]
-        lines.append(f"| {r['family']} | {r['case']} | {r['baseline']} | {r['ours']:.0f} {r['unit']} | {r['torch']:.0f} {r['unit']} | "
-                     f"{comparison_text(v)} | ≥ {r['target']:g} | {'是' if r['met'] else '**否**'} |")
+        lines.append(f"| {r['family']} {r['case']} | {r['baseline']} | {r['ours']:.0f} / {r['torch']:.0f} {r['unit']} | "
+                     f"{comparison_text(v)} | ≥{r['target']:g} | {'是' if r['met'] else '**否**'} |")
     host = suite.get("host_summary")
     if host:
         lines += ["", f"host 时间（`bench.host`，同一次运行；不同步地连发 10 批 × 100 次，取最快一批），目标：不超过 torch 的 "

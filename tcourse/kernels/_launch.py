@@ -127,7 +127,8 @@ def _raw_c_launch(kernel):
     driver call) on every launch. Calling ``launch`` directly skips both; we build each CUtensorMap
     once per (address, shape, strides, block) and pass pointers as ints, which the C code takes as
     they are (for an object it calls ``data_ptr()`` and checks the pointer with the driver). Only for
-    Triton 3.6: 3.7+ have a different launcher (a test on the GPU compares both paths).
+    Triton 3.6: 3.7+ have a different launcher (tests/test_kernels.py checks the results of this path
+    on a GPU, descriptor kernels included).
     """
     if not RAW_LAUNCH:
         return None

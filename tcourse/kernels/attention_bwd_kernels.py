@@ -28,22 +28,40 @@ from ._launch import cdiv
 
 
 @triton.jit
+def _rows(ptr, base, r, S, D: tl.constexpr):
+    """Rows ``r`` (zeros past S) of one head's contiguous (S, D) matrix starting at ``ptr + base``."""
+    rd = tl.arange(0, D)
+    return tl.load(ptr + base + r[:, None] * D + rd[None, :], mask=r[:, None] < S, other=0.0)
+
+
+@triton.jit
+def _put_rows(ptr, base, r, S, D: tl.constexpr, x):
+    rd = tl.arange(0, D)
+    tl.store(ptr + base + r[:, None] * D + rd[None, :], x.to(ptr.dtype.element_ty), mask=r[:, None] < S)
+
+
+@triton.jit
+def _row_stats(ptr, bh, S, r):
+    """One number per query row (lse or delta) of head ``bh``."""
+    return tl.load(ptr + bh * S + r, mask=r < S, other=0.0)
+
+
+@triton.jit
 def attention_fwd_lse_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, sm_scale, CAUSAL: tl.constexpr,
                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, ACC: tl.constexpr):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     base = bh * S * D
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rd = tl.arange(0, D)
-    q = tl.load(q_ptr + base + rm[:, None] * D + rd[None, :], mask=rm[:, None] < S, other=0.0)
+    q = _rows(q_ptr, base, rm, S, D)
     m_i = tl.full((BLOCK_M,), float("-inf"), ACC)
     l_i = tl.zeros((BLOCK_M,), ACC)
     acc = tl.zeros((BLOCK_M, D), ACC)
     hi = tl.minimum((pid_m + 1) * BLOCK_M, S) if CAUSAL else S
     for n0 in range(0, hi, BLOCK_N):
         rn = n0 + tl.arange(0, BLOCK_N)
-        k = tl.load(k_ptr + base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < S, other=0.0)
-        v = tl.load(v_ptr + base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < S, other=0.0)
+        k = _rows(k_ptr, base, rn, S, D)
+        v = _rows(v_ptr, base, rn, S, D)
         s = tl.dot(q, tl.trans(k)).to(ACC) * sm_scale
         valid = rn[None, :] < S
         if CAUSAL:
@@ -55,8 +73,7 @@ def attention_fwd_lse_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, sm_scale, C
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v).to(ACC)
         m_i = m_new
-    tl.store(o_ptr + base + rm[:, None] * D + rd[None, :], (acc / l_i[:, None]).to(o_ptr.dtype.element_ty),
-             mask=rm[:, None] < S)
+    _put_rows(o_ptr, base, rm, S, D, acc / l_i[:, None])
     tl.store(lse_ptr + bh * S + rm, m_i + tl.log(l_i), mask=rm < S)
 
 
@@ -84,59 +101,54 @@ def _p_block(q, k, lse, rm, rn, S, sm_scale, CAUSAL: tl.constexpr, ACC: tl.const
 @triton.jit
 def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, S, sm_scale,
                               CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
-                              ACC: tl.constexpr):
+                            ACC: tl.constexpr):
     pid_n = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     base = bh * S * D
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    rd = tl.arange(0, D)
-    kv_mask = rn[:, None] < S
-    k = tl.load(k_ptr + base + rn[:, None] * D + rd[None, :], mask=kv_mask, other=0.0)
-    v = tl.load(v_ptr + base + rn[:, None] * D + rd[None, :], mask=kv_mask, other=0.0)
+    k = _rows(k_ptr, base, rn, S, D)
+    v = _rows(v_ptr, base, rn, S, D)
     dk = tl.zeros((BLOCK_N, D), ACC)
     dv = tl.zeros((BLOCK_N, D), ACC)
     lo = (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M if CAUSAL else 0  # earlier queries never see these keys
     for m0 in range(lo, S, BLOCK_M):
         rm = m0 + tl.arange(0, BLOCK_M)
-        q_mask = rm[:, None] < S
-        q = tl.load(q_ptr + base + rm[:, None] * D + rd[None, :], mask=q_mask, other=0.0)
-        do = tl.load(do_ptr + base + rm[:, None] * D + rd[None, :], mask=q_mask, other=0.0)
-        lse = tl.load(lse_ptr + bh * S + rm, mask=rm < S, other=0.0)
-        delta = tl.load(delta_ptr + bh * S + rm, mask=rm < S, other=0.0)
+        q = _rows(q_ptr, base, rm, S, D)
+        do = _rows(do_ptr, base, rm, S, D)
+        lse = _row_stats(lse_ptr, bh, S, rm)
+        delta = _row_stats(delta_ptr, bh, S, rm)
         p = _p_block(q, k, lse, rm, rn, S, sm_scale, CAUSAL, ACC)
         dv += tl.dot(tl.trans(p.to(do.dtype)), do).to(ACC)
         dp = tl.dot(do, tl.trans(v)).to(ACC)
         ds = p * (dp - delta[:, None])
         dk += tl.dot(tl.trans(ds.to(q.dtype)), q).to(ACC)
-    tl.store(dk_ptr + base + rn[:, None] * D + rd[None, :], (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=kv_mask)
-    tl.store(dv_ptr + base + rn[:, None] * D + rd[None, :], dv.to(dv_ptr.dtype.element_ty), mask=kv_mask)
+    _put_rows(dk_ptr, base, rn, S, D, dk * sm_scale)
+    _put_rows(dv_ptr, base, rn, S, D, dv)
 
 
 @triton.jit
 def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, S, sm_scale,
                             CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
-                              ACC: tl.constexpr):
+                            ACC: tl.constexpr):
     pid_m = tl.program_id(0)
     bh = tl.program_id(1).to(tl.int64)
     base = bh * S * D
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rd = tl.arange(0, D)
-    q_mask = rm[:, None] < S
-    q = tl.load(q_ptr + base + rm[:, None] * D + rd[None, :], mask=q_mask, other=0.0)
-    do = tl.load(do_ptr + base + rm[:, None] * D + rd[None, :], mask=q_mask, other=0.0)
-    lse = tl.load(lse_ptr + bh * S + rm, mask=rm < S, other=0.0)
-    delta = tl.load(delta_ptr + bh * S + rm, mask=rm < S, other=0.0)
+    q = _rows(q_ptr, base, rm, S, D)
+    do = _rows(do_ptr, base, rm, S, D)
+    lse = _row_stats(lse_ptr, bh, S, rm)
+    delta = _row_stats(delta_ptr, bh, S, rm)
     dq = tl.zeros((BLOCK_M, D), ACC)
     hi = tl.minimum((pid_m + 1) * BLOCK_M, S) if CAUSAL else S  # later keys are masked for every query here
     for n0 in range(0, hi, BLOCK_N):
         rn = n0 + tl.arange(0, BLOCK_N)
-        k = tl.load(k_ptr + base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < S, other=0.0)
-        v = tl.load(v_ptr + base + rn[:, None] * D + rd[None, :], mask=rn[:, None] < S, other=0.0)
+        k = _rows(k_ptr, base, rn, S, D)
+        v = _rows(v_ptr, base, rn, S, D)
         p = _p_block(q, k, lse, rm, rn, S, sm_scale, CAUSAL, ACC)
         dp = tl.dot(do, tl.trans(v)).to(ACC)
         ds = p * (dp - delta[:, None])
         dq += tl.dot(ds.to(k.dtype), k).to(ACC)
-    tl.store(dq_ptr + base + rm[:, None] * D + rd[None, :], (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=q_mask)
+    _put_rows(dq_ptr, base, rm, S, D, dq * sm_scale)
 
 
 def _blocks(q: torch.Tensor) -> dict:

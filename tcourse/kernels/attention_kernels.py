@@ -277,9 +277,9 @@ def attention(q, k, v, causal=False, sm_scale=None):
     if tma_available(q):
         B, H, S, D = q.shape
         if B * H * S * S * D >= TMA_MIN_WORK:
-            _check(q, k, v)
             gluon = _gluon_kernel(q, causal)
             if gluon is not None:
+                _check(q, k, v)
                 return gluon.attention(q, k, v, sm_scale).view(q.shape)
             return attention_tma(q, k, v, causal, sm_scale)
     return attention_ptr(q, k, v, causal, sm_scale)

@@ -92,9 +92,9 @@ def fp8_matmul_tma(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     contiguous, as for ``torch._scaled_mm``), K and N multiples of 16."""
     (M, K), N = a.shape, b.shape[1]
     sa, sb, rowwise = _scales(scale_a, scale_b, M, N)
+    if not _tma_layout(a, b):
+        raise ValueError("fp8_matmul_tma needs a row-major A, a column-major B, 16-byte aligned, K and N multiples of 16")
     bt = b.T
-    if not (a.is_contiguous() and bt.is_contiguous()) or K % 16 or N % 16:
-        raise ValueError("fp8_matmul_tma needs a row-major A, a column-major B and K, N multiples of 16")
     cfg = {**TMA_CONFIG, **(config or {})}
     bm, bn, bk = cfg["BM"], cfg["BN"], cfg["BK"]
     c = torch.empty((M, N), dtype=out_dtype, device=a.device)
@@ -106,11 +106,16 @@ def fp8_matmul_tma(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scal
     return c
 
 
+def _tma_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """A row-major and B column-major, both 16-byte aligned, with rows of A and of B^T a multiple of 16 bytes."""
+    return (a.is_contiguous() and b.T.is_contiguous() and a.shape[1] % 16 == 0 and b.shape[1] % 16 == 0
+            and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0)
+
+
 def _tma_ready(a: torch.Tensor, b: torch.Tensor) -> bool:
     from ._launch import is_hopper
 
-    return (TensorDescriptor is not None and is_hopper(a) and a.is_contiguous() and b.T.is_contiguous()
-            and a.shape[1] % 16 == 0 and b.shape[1] % 16 == 0 and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0)
+    return TensorDescriptor is not None and is_hopper(a) and _tma_layout(a, b)
 
 
 def _scales(scale_a, scale_b, M, N):

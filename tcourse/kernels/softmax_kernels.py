@@ -114,17 +114,16 @@ def _one_block(x: torch.Tensor, block_n: int) -> torch.Tensor:
     if block_n > MAX_BLOCK:
         raise ValueError(f"{x.shape[1]} columns do not fit one block of {MAX_BLOCK}: use softmax_online")
     n_rows, n_cols = x.shape
-    if x.is_contiguous():  # empty_like: about half the host time of torch.empty(shape, ...) on the H200's host
+    if x.is_contiguous():  # empty_like: less host time than torch.empty(shape, ...) (3.5 vs 5.7 us on the H200's host)
         out = torch.empty_like(x)
-        sx = so = n_cols
     else:
         x = x if x.stride(-1) == 1 else x.contiguous()
         out = x.new_empty((n_rows, n_cols))
-        sx, so = x.stride(0), n_cols
     if n_rows == 0 or n_cols == 0:
         return out
+    sx = x.stride(0)  # out is contiguous: its row stride is n_cols
     vec = _vec(n_cols, sx, elem_bytes=x.element_size())
-    args = (x, out, n_rows, n_cols // vec, sx // vec, so // vec)
+    args = (x, out, n_rows, n_cols // vec, sx // vec, n_cols // vec)
     if on_gpu(x):
         softmax_rows_tuned.launch((n_rows, n_cols, vec, x.dtype), lambda m: (cdiv(n_rows, m["ROWS"]),),
                                   *args, BLOCK_N=block_n, VEC=vec)
