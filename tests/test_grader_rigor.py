@@ -26,7 +26,8 @@ AXPY_LAUNCH = "    axpy_kernel[grid](x, y, out, a, n, BLOCK_SIZE=BLOCK_SIZE)\n"
 AXPY_STORE = "    tl.store(out_ptr + offs, a * x + y, mask=mask)"
 COPY_KERNEL = [(AXPY_STORE, "    tl.store(out_ptr + offs, y, mask=mask)")]
 
-# name: (exercise, replacements, words some failed test's message must all contain; "full" = full marks)
+# name: (exercise, replacements, words some failed test's message must all contain, or a tuple of such lists of which
+# one must match; "full" = full marks)
 CASES = {
     # work done outside Triton: the replay on fresh inputs runs the launches alone
     "copy-kernel-around-host-result": ("ex01_axpy", COPY_KERNEL + [(AXPY_LAUNCH,
@@ -54,8 +55,10 @@ CASES = {
     "axpy-wrong-past-2-20": ("ex01_axpy", [("    mask = offs < n", "    mask = (offs < n) & (offs < 1048576)")], ["2^20"]),
     "axpy-drops-last-block-on-exact-multiple": ("ex01_axpy", [("grid = (triton.cdiv(n, BLOCK_SIZE),)",
         "grid = (max(1, triton.cdiv(n, BLOCK_SIZE) - (n % BLOCK_SIZE == 0)),)")], ["整数倍"]),
+    # tiles one row apart overlap (a race on the shared rows) and, for some drawn sizes, leave the last rows
+    # unwritten (NaN): either message names the defect
     "transpose-overlapping-tiles": ("ex06_transpose", [("rm = tl.program_id(0) * BLOCK_M", "rm = tl.program_id(0) * (BLOCK_M - 1)")],
-                                    ["NaN"]),
+                                    (["NaN"], ["数据竞争"])),
     # out-of-bounds reads whose values are masked at the store
     "unmasked-load-masked-store": ("ex01_axpy", [("    x = tl.load(x_ptr + offs, mask=mask)", "    x = tl.load(x_ptr + offs)")],
                                    ["越界访问", "program"]),
@@ -94,7 +97,9 @@ def _problem(words, result: dict) -> str:
     if result["score"] >= result["max_score"]:
         return "full marks for a wrong submission"
     msgs = [t["message"] for t in tests if t["status"] != "passed"]
-    return "" if any(all(w in m for w in words) for m in msgs) else f"no message has {words}: {[m[:160] for m in msgs[:3]]}"
+    alternatives = words if isinstance(words, tuple) else (words,)  # a tuple: any one of its word lists
+    found = any(all(w in m for w in alt) for alt in alternatives for m in msgs)
+    return "" if found else f"no message has {' or '.join(map(str, alternatives))}: {[m[:160] for m in msgs[:3]]}"
 
 
 def test_rigor_batch(tmp_path, capsys):
