@@ -62,12 +62,16 @@ for step in "${steps[@]}"; do
     chapters-c) run record_chapters_c timeout 480 python3 scripts/record_gpu.py notebooks/0[89]_*.ipynb notebooks/1[0-9]_*.ipynb ;;
     frontier) [[ -f scripts/record_frontier_gpu.py ]] && run record_frontier python3 scripts/record_frontier_gpu.py ;;
     extras) [[ -f scripts/record_extras_gpu.py ]] && run record_extras python3 scripts/record_extras_gpu.py ;;
+    fwd2t) run probe_fwd2 timeout 420 python3 scripts/probe_issue18.py fwd2 ;;
+    fwd2)  # the pipelined Gluon attention: correctness first, in a time limit (hand-written barriers can hang)
+      run probe_fwd2check timeout 120 python3 scripts/probe_issue18.py fwd2check
+      grep -q "'ok': False" results/h200/logs/probe_fwd2check.log || run probe_fwd2 timeout 420 python3 scripts/probe_issue18.py fwd2 ;;
     probe) run probe_issue18 timeout 470 python3 scripts/probe_issue18.py host matmul fp8 bwd fwd ;;
     bench) run bench_suite timeout 330 python3 -m bench --rounds 5 ;;
     kernel-tests) run kernel_tests_gpu timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py ;;  # test_kernels_frontier.py is CPU-only (interpreter, CPU tensors)
     kernel-tests-rest)  # the GPU kernel tests that kernel-tests does not reach in its 240 s
       run kernel_tests_gpu_rest timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
-        -k "bf16_gpu or direct_launch or repeated or pinned or raw_launch or descriptor" ;;
+        -k "bf16_gpu or direct_launch or repeated or pinned or raw_launch or descriptor or pipelined" ;;
     host) mkdir -p results/h200/issue18 && run host_final timeout 120 sh -c 'python3 -m bench.host > results/h200/issue18/host_final.json' ;;
     *) echo "unknown step $step" ;;
   esac

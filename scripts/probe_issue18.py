@@ -328,7 +328,75 @@ def fwd() -> list:
     return rows
 
 
-PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd": bwd, "fwd": fwd}
+def _pipelined_cases():
+    """(B, H, S, D, causal, dtype): fewer tiles than SMs, several tiles per program, both head dims."""
+    for dt in (torch.float16, torch.bfloat16):
+        for causal in (False, True):
+            yield 1, 2, 256, 64, causal, dt
+            yield 2, 3, 1024, 128, causal, dt
+            yield 3, 50, 512, 64, causal, dt
+            yield 1, 4, 4096, 128, causal, dt
+
+
+def fwd2check() -> list:
+    """Correctness of the pipelined Gluon attention (hand-written barriers: run first, with a time limit)."""
+    import torch.nn.functional as F
+
+    from tcourse.kernels import gluon_attention_pipelined as P
+
+    rows = []
+    for B, H, S, D, causal, dt in _pipelined_cases():
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dt) for _ in range(3))
+        for cfg in (None, {"PINGPONG": True}, {"PINGPONG": False}):
+            if not P.supports(q, causal, cfg):
+                continue
+            t = time.time()
+            try:
+                out = P.attention(q, k, v, causal=causal, config=cfg)
+                torch.cuda.synchronize()
+                ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+                err = float((out.float() - ref).abs().max())
+                rows.append({"B": B, "H": H, "S": S, "D": D, "causal": causal, "dtype": str(dt), "cfg": cfg,
+                             "max_abs_err": err, "ok": err < 2e-2, "s": round(time.time() - t, 1)})
+            except Exception as e:  # noqa: BLE001
+                rows.append({"B": B, "H": H, "S": S, "D": D, "causal": causal, "cfg": cfg, "error": str(e)[:300]})
+            print(" ", rows[-1], flush=True)
+    return rows
+
+
+def fwd2() -> list:
+    """The pipelined Gluon attention (its config, and with ping-pong switched), the Triton TMA kernel and
+    the public ``attention`` against cuDNN (SDPA's default): 8 shapes, fp16 then bf16."""
+    import torch.nn.functional as F
+
+    from tcourse.kernels import attention_kernels as A
+    from tcourse.kernels import gluon_attention_pipelined as P
+
+    rows: list = []
+    for dt in (torch.float16, torch.bfloat16):
+        for S in (1024, 4096):
+            for D in (64, 128):
+                q, k, v = (torch.randn(4, 32, S, D, device="cuda", dtype=dt) for _ in range(3))
+                for causal in (False, True):
+                    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    flops = 4 * 4 * 32 * S * S * D // (2 if causal else 1)
+                    label = {"S": S, "D": D, "causal": causal, "dtype": str(dt)[6:]}
+                    variants = {"pipelined": lambda: P.attention(q, k, v, causal),
+                                "pipelined_alt": lambda: P.attention(q, k, v, causal, config={
+                                    "PINGPONG": not P.CONFIGS[D]["PINGPONG"]}),
+                                "triton_tma": lambda: A.attention_tma(q, k, v, causal),
+                                "public": lambda: A.attention(q, k, v, causal)}
+                    for name, fn in variants.items():
+                        _guard(rows, {**label, "kernel": name},
+                               lambda fn=fn: {"err": _rel(fn(), ref),
+                                              **_cmp(fn, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                                     flops=flops)})
+                del q, k, v, ref
+                torch.cuda.empty_cache()
+    return rows
+
+
+PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd": bwd, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2}
 
 
 def main(argv: list[str]) -> int:

@@ -135,6 +135,23 @@ def test_attention_bf16_gpu(causal):
     assert rel_err(K.attention(q, k, v, causal=causal), ref) < 1e-2
 
 
+@gpu_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_pipelined_gluon_attention_gpu(dtype):
+    """Every config of the pipelined Gluon kernel (ping-pong on and off) on fewer tiles than SMs, on
+    several tiles per program (the flat loop crosses tile boundaries), causal and not, both head dims."""
+    if not torch.cuda.get_device_capability()[0] == 9:
+        pytest.skip("the Gluon kernel is written for Hopper")
+    P = pytest.importorskip("tcourse.kernels.gluon_attention_pipelined")
+    for B, H, S, D in ((1, 2, 256, 64), (3, 50, 512, 64), (2, 3, 1024, 128), (1, 70, 768, 128)):
+        q, k, v = (randn(B, H, S, D, dtype=dtype, seed=30 + i) for i in range(3))
+        for causal in (False, True):
+            ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+            for pingpong in (False, True):
+                out = P.attention(q, k, v, causal, config={"PINGPONG": pingpong})
+                assert rel_err(out, ref) < 1e-2, (B, H, S, D, causal, pingpong)
+
+
 class _FakeCompiled:
     """Stands in for a CompiledKernel: records what a direct launch passes to ``run``."""
     function, packed_metadata = "function", "packed"
@@ -269,11 +286,13 @@ def test_raw_launch_is_skipped_for_hooks_and_unknown_launchers():
 def test_descriptor_kernels_stay_correct_on_the_raw_launch():
     """Kernels with host tensor descriptors, called four times with fresh inputs (first: autotune or
     pinned config, second: kernel[grid], then the direct launch with cached CUtensorMaps): the TMA
-    attention, the Gluon attention it dispatches to at S=4096, D=128, the TMA matmul and the FP8 TMA kernel."""
+    attention (D=64, S=4096), the pipelined Gluon attention it dispatches to (D=128; causal D=64 at
+    S=1024), the TMA matmul and the FP8 TMA kernel."""
     from tcourse.kernels.fp8_matmul import fp8_matmul, quantize_e4m3
 
     for seed in range(4):
-        for shape, causal in (((1, 8, 2048, 128), True), ((1, 2, 4096, 128), False)):
+        for shape, causal in (((1, 8, 2048, 128), True), ((1, 2, 4096, 128), False), ((4, 16, 1024, 64), True),
+                              ((1, 4, 4096, 64), False)):
             q, k, v = (randn(*shape, dtype=torch.float16, seed=seed * 10 + i) for i in range(3))
             ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
             assert rel_err(K.attention(q, k, v, causal=causal), ref) < 3e-3, (seed, shape)

@@ -105,6 +105,38 @@ def test_gluon_matmul_compiles_for_sm90_with_two_partitions():
     assert "HGMMA" in rep.sass()
 
 
+def test_attention_dispatches_to_the_pipelined_gluon_kernel_where_it_measured_faster():
+    """Shape rules only (no GPU needed): D=128, and causal D=64 up to S=2048; never a shape the kernel
+    cannot take."""
+    pytest.importorskip("tcourse.kernels.gluon_attention_pipelined")
+    from tcourse.kernels import attention_kernels as A
+
+    def picks(B, H, S, D, causal, dtype=torch.float16):
+        return A._gluon_kernel(torch.empty(B, H, S, D, dtype=dtype), causal) is not None
+
+    assert picks(4, 32, 1024, 128, False) and picks(4, 32, 4096, 128, True) and picks(4, 32, 1024, 64, True)
+    assert picks(4, 32, 1024, 128, False, torch.bfloat16)
+    assert not picks(4, 32, 4096, 64, True) and not picks(4, 32, 1024, 64, False) and not picks(4, 32, 1024, 32, True)
+    assert not picks(1, 8, 1000, 128, False)  # S not a multiple of 2 * BM: the Triton kernels
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_pipelined_gluon_attention_compiles_for_sm90(causal):
+    """Three partitions, asynchronous wgmma with one group left in flight (Q K^T waited for while P V
+    runs), no spills, and the shared memory its ``supports`` check counts."""
+    P = pytest.importorskip("tcourse.kernels.gluon_attention_pipelined")
+    for D in (64, 128):
+        rep = P.compile_sm90(S=1024, D=D, causal=causal)
+        assert "ttg.warp_specialize" in rep.asm["ttgir"]
+        assert "wgmma.wait_group.sync.aligned 1" in rep.asm["ptx"]
+        assert rep.fits_sm90 and rep.spills == 0
+        cfg = P.CONFIGS[D]
+        rings = (4 * cfg["BM"] + 2 * cfg["STAGES"] * cfg["BN"]) * D * 2
+        assert rings <= rep.shared_bytes <= rings + 1024
+        sass = rep.sass()
+        assert sass.count("WARPGROUP.DEPBAR") == 8  # ptxas kept the waits as written: no serialised wgmma
+
+
 def test_gluon_attention_compiles_for_sm90_with_three_partitions():
     gluon_attention = pytest.importorskip("tcourse.kernels.gluon_attention")
     rep = gluon_attention.compile_sm90(S=1024, D=64)

@@ -99,12 +99,27 @@ def _descriptor_key(d):
 
 _ARG_KEY = {torch.Tensor: _tensor_key, torch.nn.Parameter: _tensor_key, int: _same_value, bool: _bool_key,
             type(None): _same_value, float: _float_key}
+
+def _gluon_descriptor_key(d):
+    # a Gluon host descriptor also carries its shared-memory layout (a frozen, hashable dataclass)
+    return d.base.dtype, tuple(d.shape), tuple(d.strides), tuple(d.block_shape), d.layout, d.padding
+
+
+_DESCRIPTORS: tuple = ()  # host TensorDescriptor classes whose CUtensorMaps the raw launch builds
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
 
     _ARG_KEY[_TensorDescriptor] = _descriptor_key
+    _DESCRIPTORS += (_TensorDescriptor,)
 except ImportError:  # pragma: no cover - older triton: no host descriptors, nothing to key
-    _TensorDescriptor = None
+    pass
+try:
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as _GluonTensorDescriptor
+
+    _ARG_KEY[_GluonTensorDescriptor] = _gluon_descriptor_key
+    _DESCRIPTORS += (_GluonTensorDescriptor,)
+except ImportError:  # pragma: no cover - a Triton without Gluon
+    pass
 _MAX_ENTRIES = 4096  # compiled kernels remembered per Launcher before it starts over
 
 
@@ -208,7 +223,7 @@ class _Compiled:
         for i in self.objects:
             out += flat[last:i]
             a = flat[i]
-            if a.__class__ is _TensorDescriptor:
+            if a.__class__ in _DESCRIPTORS:
                 out += self._desc(a, d)
                 d += 1
             else:  # a tensor subclass (nn.Parameter): its pointer

@@ -254,19 +254,20 @@ _GLUON: list = []  # [module or None], filled on first use
 
 
 def _gluon_kernel(q, causal):
-    """The warp-specialised Gluon kernel (``gluon_attention``) where it measured faster than the Triton
-    one on the H200: fp16, not causal, D = 128, S >= 4096 (0.89x cuDNN against 0.85x,
-    results/h200/issue18/fwd.json). None elsewhere, or where this Triton has no Gluon."""
-    B, H, S, D = q.shape
-    if causal or q.dtype != torch.float16 or D != 128 or S < 4096 or S % 128:
+    """The pipelined Gluon kernel (``gluon_attention_pipelined``) where it measured faster than the
+    Triton one on the H200: D = 128, and causal D = 64 up to S = 2048 (results/h200/issue18/fwd2_run*.json).
+    None elsewhere, or where this Triton has no Gluon."""
+    S, D = q.shape[2], q.shape[3]
+    if not (D == 128 or (D == 64 and causal and S <= 2048)):
         return None
     if not _GLUON:
         try:
-            from . import gluon_attention
+            from . import gluon_attention_pipelined
         except Exception:  # noqa: BLE001 - a Triton without (this) Gluon: the Triton kernel serves
-            gluon_attention = None
-        _GLUON.append(gluon_attention)
-    return _GLUON[0]
+            gluon_attention_pipelined = None
+        _GLUON.append(gluon_attention_pipelined)
+    found = _GLUON[0]
+    return found if found is not None and found.supports(q, causal) else None
 
 
 def attention(q, k, v, causal=False, sm_scale=None):
@@ -280,6 +281,6 @@ def attention(q, k, v, causal=False, sm_scale=None):
             gluon = _gluon_kernel(q, causal)
             if gluon is not None:
                 _check(q, k, v)
-                return gluon.attention(q, k, v, sm_scale).view(q.shape)
+                return gluon.attention(q, k, v, causal, sm_scale)
             return attention_tma(q, k, v, causal, sm_scale)
     return attention_ptr(q, k, v, causal, sm_scale)
