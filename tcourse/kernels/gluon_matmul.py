@@ -18,6 +18,8 @@ compile it for sm_90 offline.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -108,7 +110,14 @@ _GL_DTYPE = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 
 
 def _layout(block, dtype):
-    return gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPE[dtype])
+    return _layout_of(tuple(block), dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _layout_of(block: tuple, dtype):
+    # NVMMASharedLayout.get_default_for takes 16 us a call on the laptop (the swizzle is worked out in Python);
+    # the layout is a frozen dataclass, so one object per (block, dtype) serves every descriptor
+    return gl.NVMMASharedLayout.get_default_for(list(block), _GL_DTYPE[dtype])
 
 
 def descriptors(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, BM: int, BN: int, BK: int):
