@@ -62,7 +62,6 @@ for step in "${steps[@]}"; do
     chapters-c) run record_chapters_c timeout 480 python3 scripts/record_gpu.py notebooks/0[89]_*.ipynb notebooks/1[0-9]_*.ipynb ;;
     frontier) [[ -f scripts/record_frontier_gpu.py ]] && run record_frontier python3 scripts/record_frontier_gpu.py ;;
     extras) [[ -f scripts/record_extras_gpu.py ]] && run record_extras python3 scripts/record_extras_gpu.py ;;
-    fwd2t) run probe_fwd2 timeout 420 python3 scripts/probe_issue18.py fwd2 ;;
     fwd2)  # the pipelined Gluon attention: correctness first, in a time limit (hand-written barriers can hang)
       run probe_fwd2check timeout 120 python3 scripts/probe_issue18.py fwd2check
       grep -q "'ok': False" results/h200/logs/probe_fwd2check.log || run probe_fwd2 timeout 420 python3 scripts/probe_issue18.py fwd2 ;;

@@ -120,6 +120,18 @@ def test_attention_dispatches_to_the_pipelined_gluon_kernel_where_it_measured_fa
     assert not picks(1, 8, 1000, 128, False)  # S not a multiple of 2 * BM: the Triton kernels
 
 
+def test_gluon_shared_layouts_are_computed_once_and_equal_the_default():
+    """The host descriptors share one layout object per (block, dtype): the same value Gluon would pick."""
+    M = pytest.importorskip("tcourse.kernels.gluon_matmul")
+    from triton.experimental.gluon import language as gl
+
+    for block, dtype, gdt in (([64, 128], torch.float16, gl.float16), ([128, 64], torch.bfloat16, gl.bfloat16)):
+        first = M._layout(block, dtype)
+        assert M._layout(list(block), dtype) is first
+        fresh = gl.NVMMASharedLayout.get_default_for(block, gdt)
+        assert first == fresh and hash(first) == hash(fresh) and repr(first) == repr(fresh)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_pipelined_gluon_attention_compiles_for_sm90(causal):
     """Three partitions, asynchronous wgmma with one group left in flight (Q K^T waited for while P V

@@ -97,13 +97,12 @@ def _descriptor_key(d):
             getattr(d, "round_f32_to_tf32", False))
 
 
+def _gluon_descriptor_key(d):
+    return (*_descriptor_key(d), d.layout)  # its shared-memory layout too (a frozen, hashable dataclass)
+
+
 _ARG_KEY = {torch.Tensor: _tensor_key, torch.nn.Parameter: _tensor_key, int: _same_value, bool: _bool_key,
             type(None): _same_value, float: _float_key}
-
-def _gluon_descriptor_key(d):
-    # a Gluon host descriptor also carries its shared-memory layout (a frozen, hashable dataclass)
-    return d.base.dtype, tuple(d.shape), tuple(d.strides), tuple(d.block_shape), d.layout, d.padding
-
 
 _DESCRIPTORS: tuple = ()  # host TensorDescriptor classes whose CUtensorMaps the raw launch builds
 try:

@@ -20,7 +20,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma, warpgroup_mma
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from .gluon_matmul import _tma_load, _tma_store
+from .gluon_matmul import _layout, _tma_load, _tma_store, descriptor_type
 
 LOG2E = 1.4426950408889634
 LOADER_WARPS = gl.constexpr(1)
@@ -112,14 +112,6 @@ def attention_ws_kernel(q_desc, k_desc, v_desc, o_desc, S, qk_scale, BM: gl.cons
 DEFAULT_CONFIG = {"BM": 64, "BN": 128, "STAGES": 2}
 
 
-def _layout(block):
-    return gl.NVMMASharedLayout.get_default_for(block, gl.float16)
-
-
-def descriptor_type(block: list[int]) -> str:
-    return f"tensordesc<fp16[{','.join(map(str, block))}],{_layout(block)!r}>"
-
-
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float | None = None,
               config: dict | None = None) -> torch.Tensor:
     """Non-causal ``softmax(q k^T * sm_scale) v`` for fp16 (B, H, S, D) CUDA tensors on Hopper."""
@@ -133,10 +125,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float
     q2, k2, v2 = (t.contiguous().view(B * H * S, D) for t in (q, k, v))
     o = torch.empty_like(q2)
     bm, bn = cfg["BM"], cfg["BN"]
-    descs = (TensorDescriptor.from_tensor(q2, [bm, D], _layout([bm, D])),
-             TensorDescriptor.from_tensor(k2, [bn, D], _layout([bn, D])),
-             TensorDescriptor.from_tensor(v2, [bn, D], _layout([bn, D])),
-             TensorDescriptor.from_tensor(o, [bm, D], _layout([bm, D])))
+    descs = (TensorDescriptor.from_tensor(q2, [bm, D], _layout([bm, D], torch.float16)),
+             TensorDescriptor.from_tensor(k2, [bn, D], _layout([bn, D], torch.float16)),
+             TensorDescriptor.from_tensor(v2, [bn, D], _layout([bn, D], torch.float16)),
+             TensorDescriptor.from_tensor(o, [bm, D], _layout([bm, D], torch.float16)))
     attention_ws_kernel[(S // (2 * bm), B * H)](*descs, S, sm_scale * LOG2E, BM=bm, BN=bn, D=D, STAGES=cfg["STAGES"],
                                                 num_warps=4)
     return o.view(B, H, S, D)
@@ -148,6 +140,6 @@ def compile_sm90(S: int = 4096, D: int = 128, config: dict | None = None):
 
     cfg = {**DEFAULT_CONFIG, **(config or {})}
     bm, bn = cfg["BM"], cfg["BN"]
-    descs = (descriptor_type([bm, D]), descriptor_type([bn, D]), descriptor_type([bn, D]), descriptor_type([bm, D]))
+    descs = [descriptor_type(block, torch.float16) for block in ([bm, D], [bn, D], [bn, D], [bm, D])]
     return compile_for_sm90(attention_ws_kernel, *descs, S, 0.1, num_warps=4, num_stages=1, BM=bm, BN=bn, D=D,
                             STAGES=cfg["STAGES"])
