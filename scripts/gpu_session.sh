@@ -5,7 +5,7 @@
 #           (cd .gpu && apt-get download bubblewrap libcap2 libselinux1 libpcre2-8-0)
 #   there:  bash scripts/gpu_session.sh STEP... [--out DIR]
 #
-# Steps (each recording step stops itself in time for the tarball): grader (GPU grader tests + every solution graded on cuda, in a bubblewrap sandbox with the
+# Steps (each recording step stops itself in time for the tarball; record:NOTEBOOK re-records one chapter): grader (GPU grader tests + every solution graded on cuda, in a bubblewrap sandbox with the
 # NVIDIA device files bound in), chapters (scripts/record_gpu.py: every chapter re-recorded in place; chapters-a: 00-04, chapters-b: 05-07, chapters-c: 08-10),
 # frontier (scripts/record_frontier_gpu.py, chapters 8-10), isolation (the grader without bubblewrap:
 # throwaway users), extras (
@@ -65,12 +65,18 @@ for step in "${steps[@]}"; do
     fwd2)  # the pipelined Gluon attention: correctness first, in a time limit (hand-written barriers can hang)
       run probe_fwd2check timeout 120 python3 scripts/probe_issue18.py fwd2check
       grep -q "'ok': False" results/h200/logs/probe_fwd2check.log || run probe_fwd2 timeout 420 python3 scripts/probe_issue18.py fwd2 ;;
-    probe) run probe_issue18 timeout 470 python3 scripts/probe_issue18.py host matmul fp8 bwd fwd ;;
+    probe) run probe_issue18 timeout 470 python3 scripts/probe_issue18.py host matmul fp8 bwd2 fwd ;;
+    bwd-test) run kernel_tests_gpu_backward timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k backward_gpu ;;
+    bwd2)  # the attention backward: its GPU test, then the config sweep
+      run kernel_tests_gpu_backward timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k backward_gpu
+      run probe_bwd2 timeout 400 python3 scripts/probe_issue18.py bwd2 ;;
+    record:*)  # one chapter, e.g. record:notebooks/10_backward.ipynb
+      run "record_$(basename "${step#record:}" .ipynb)" timeout 300 python3 scripts/record_gpu.py "${step#record:}" ;;
     bench) run bench_suite timeout 330 python3 -m bench --rounds 5 ;;
     kernel-tests) run kernel_tests_gpu timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py ;;  # test_kernels_frontier.py is CPU-only (interpreter, CPU tensors)
     kernel-tests-rest)  # the GPU kernel tests that kernel-tests does not reach in its 240 s
       run kernel_tests_gpu_rest timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
-        -k "bf16_gpu or direct_launch or repeated or pinned or raw_launch or descriptor or pipelined" ;;
+        -k "bf16_gpu or direct_launch or repeated or pinned or raw_launch or descriptor or pipelined or backward_gpu" ;;
     host) mkdir -p results/h200/issue18 && run host_final timeout 120 sh -c 'python3 -m bench.host > results/h200/issue18/host_final.json' ;;
     *) echo "unknown step $step" ;;
   esac

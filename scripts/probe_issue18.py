@@ -2,7 +2,7 @@
 close the gaps (matmul 1024^3, FP8, attention backward and forward). Each part writes
 results/h200/issue18/<part>.json and prints a short table; a failing variant is recorded, not fatal.
 
-    python scripts/probe_issue18.py host matmul fp8 bwd fwd
+    python scripts/probe_issue18.py host matmul fp8 bwd2 fwd
 """
 from __future__ import annotations
 
@@ -258,7 +258,23 @@ def fp8() -> list:
 
 
 # -- attention backward ------------------------------------------------------------------------------
-def bwd() -> list:
+# Run 1 (bwd2_run1.json, pointer loads, an earlier version of this part): 8 dK/dV and 8 dQ configs per shape,
+# and dQ by atomics. Run 2 (bwd2_run2.json): the five best of each with pointer loads and with tensor
+# descriptors, then the best pair of each head to head.
+def _cfgs(*rows):
+    return [{"BLOCK_M": BM, "BLOCK_N": BN, "num_warps": w, "num_stages": st} for BM, BN, w, st in rows]
+
+
+BWD_KV = {64: _cfgs((32, 128, 4, 4), (32, 128, 4, 3), (64, 64, 4, 3), (32, 64, 4, 4), (64, 128, 8, 3)),
+          128: _cfgs((32, 64, 4, 3), (32, 64, 4, 4), (64, 128, 8, 3), (32, 128, 8, 3), (64, 128, 8, 2))}
+BWD_Q = {64: _cfgs((128, 64, 4, 3), (64, 64, 4, 3), (128, 64, 8, 2), (128, 64, 8, 3), (128, 32, 8, 3)),
+         128: _cfgs((128, 64, 8, 3), (64, 32, 4, 4), (128, 32, 8, 3), (64, 32, 4, 3), (128, 64, 8, 2))}
+
+
+def bwd2() -> list:
+    """The chapter 10 backward after the rewrite (transposed dK/dV step, exp2, masks on diagonal blocks only,
+    a config per kernel): for pointer loads and for tensor descriptors, the dK/dV configs, then the dQ configs
+    with the best dK/dV one; then the best of each, head to head over more rounds. GPU time, beside SDPA."""
     import torch.nn.functional as F
 
     from tcourse.kernels import attention_bwd_kernels as AB
@@ -276,19 +292,26 @@ def bwd() -> list:
             def torch_bwd():
                 return torch.autograd.grad(o_ref, (qr, kr, vr), do, retain_graph=True)
             gref = torch_bwd()
-            for cfg in ({"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8 if D == 128 else 4, "num_stages": 2},
-                        {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2},
-                        {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2},
-                        {"BLOCK_M": 32, "BLOCK_N": 128, "num_warps": 4, "num_stages": 3},
-                        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
-                        {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2},
-                        {"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4}):
-                def one(cfg=cfg):
-                    g = AB.attention_bwd(do, q, k, v, o, lse, causal, **cfg)
+
+            def timed(label, rounds=2, rep=25, **kw):
+                def one():
+                    g = AB.attention_bwd(do, q, k, v, o, lse, causal, **kw)
                     err = max(_rel(x, y) for x, y in zip(g, gref))
-                    return {"err": err, **_cmp(lambda: AB.attention_bwd(do, q, k, v, o, lse, causal, **cfg), torch_bwd,
-                                               flops=flops, rounds=2, rep=30)}
-                _guard(rows, {"D": D, "causal": causal, "variant": "both kernels", **cfg}, one)
+                    return {"err": err, **_cmp(lambda: AB.attention_bwd(do, q, k, v, o, lse, causal, **kw), torch_bwd,
+                                               flops=flops, rounds=rounds, rep=rep)}
+                _guard(rows, {"D": D, "causal": causal, "variant": label, "tma": kw.get("tma"),
+                              **{f"{n}_{key}": val for n in ("dkdv", "dq") for key, val in (kw.get(n) or {}).items()}},
+                       one)
+                r = rows[-1]
+                return r.get("ours_us", float("inf")) if r.get("err", 1) < 1e-2 else float("inf")
+
+            best = {}
+            for tma in (False, True):
+                kv = min(BWD_KV[D], key=lambda c: timed("dkdv sweep", dkdv=c, tma=tma))
+                best[tma] = (kv, min(BWD_Q[D], key=lambda c: timed("dq sweep", dkdv=kv, dq=c, tma=tma)))
+            for tma in (False, True):
+                timed("best, 4 rounds", rounds=4, rep=40, dkdv=best[tma][0], dq=best[tma][1], tma=tma)
+            rows.append({"D": D, "causal": causal, "best": {str(t): b for t, b in best.items()}})
             del q, k, v, do, qr, kr, vr, o_ref, o, lse, gref
             torch.cuda.empty_cache()
     return rows
@@ -396,7 +419,7 @@ def fwd2() -> list:
     return rows
 
 
-PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd": bwd, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2}
+PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2}
 
 
 def main(argv: list[str]) -> int:

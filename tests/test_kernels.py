@@ -152,6 +152,25 @@ def test_pipelined_gluon_attention_gpu(dtype):
                 assert rel_err(out, ref) < 1e-2, (B, H, S, D, causal, pingpong)
 
 
+@gpu_only
+@pytest.mark.parametrize("D", [64, 128])
+def test_attention_backward_gpu(D):
+    """The backward's CUDA configs (tensor descriptors or pointers, and dQ by atomics) against SDPA's float64
+    gradients, on a length that is a multiple of every block (the unmasked loops) and one that is not (the
+    bounds masks)."""
+    from tcourse.kernels import attention_bwd_kernels as ab
+
+    for S, causal in ((512, False), (512, True), (300, True)):
+        q, k, v, do = (randn(2, 3, S, D, dtype=torch.float16, seed=40 + i) for i in range(4))
+        qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
+        ref = torch.autograd.grad(F.scaled_dot_product_attention(qd, kd, vd, is_causal=causal), (qd, kd, vd), do.double())
+        o, lse = ab.attention_fwd(q, k, v, causal)
+        for kw in ({}, {"tma": False}, {"dq_atomic": True}):  # S=512: descriptors by default on Hopper
+            got = ab.attention_bwd(do, q, k, v, o, lse, causal, **kw)
+            for name, g, r in zip(("dq", "dk", "dv"), got, ref):
+                assert g.dtype == torch.float16 and rel_err(g, r) < 1e-2, (name, S, D, causal, kw)
+
+
 class _FakeCompiled:
     """Stands in for a CompiledKernel: records what a direct launch passes to ``run``."""
     function, packed_metadata = "function", "packed"

@@ -68,6 +68,21 @@ def test_flash_attention_backward_matches_autograd_in_float64(causal):
         torch.testing.assert_close(g, r, atol=1e-12, rtol=1e-12)
 
 
+@pytest.mark.parametrize("kw", [{}, {"dkdv": {"BLOCK_M": 16, "BLOCK_N": 32}, "dq": {"BLOCK_M": 32, "BLOCK_N": 16}},
+                                {"dq_atomic": True}, {"tma": True}], ids=["default", "blocks", "atomic", "tma"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_backward_whole_blocks(causal, kw):
+    """S a multiple of every block: no bounds masks, the causal mask on the diagonal blocks only; also the
+    taller blocks, dQ by atomics and the tensor-descriptor loads."""
+    q, k, v, do = (torch.randn(1, 2, 64, 16, dtype=torch.float64) for _ in range(4))
+    o, lse = ab.attention_fwd(q, k, v, causal)
+    qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
+    ref = torch.autograd.grad(torch.nn.functional.scaled_dot_product_attention(qr, kr, vr, is_causal=causal),
+                              (qr, kr, vr), do)
+    for g, r in zip(ab.attention_bwd(do, q, k, v, o, lse, causal, **kw), ref):
+        torch.testing.assert_close(g, r, atol=1e-12, rtol=1e-12)
+
+
 def test_flash_attention_fp32_lse_is_log_sum_exp():
     q, k, v = (torch.randn(1, 1, 20, 16) for _ in range(3))
     _, lse = ab.attention_fwd(q, k, v)
@@ -157,3 +172,28 @@ def test_gluon_attention_compiles_for_sm90_with_three_partitions():
     assert rep.fits_sm90 and rep.spills == 0
     sass = rep.sass()
     assert "HGMMA" in sass and "MUFU.EX2" in sass
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_backward_compiles_for_sm90(causal):
+    """The backward's H200 configs compile for sm_90 without spills, read through TMA and multiply on
+    wgmma; float64 (what chapter 10 checks on a GPU) compiles too, bounds masks and all."""
+    for D in (64, 128):
+        for rep in ab.compile_sm90(D, causal):
+            assert rep.spills == 0 and rep.fits_sm90, (rep.name, D, rep.spills, rep.shared_bytes)
+            assert "cp.async.bulk.tensor" in rep.asm["ptx"] and "wgmma.mma_async" in rep.asm["ptx"]
+    tiny = ({"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2},) * 2
+    for rep in ab.compile_sm90(16, causal, torch.float64, tma=False, S=45, configs=tiny):
+        assert "mma.sync.aligned.m8n8k4.row.col.f64" in rep.asm["ptx"]  # float64 tensor-core MMA, not float32
+
+
+def test_attention_backward_rejects_blocks_that_do_not_tile():
+    q = torch.randn(1, 1, 32, 16)
+    with pytest.raises(ValueError, match="multiple"):
+        ab.bwd_configs(q, False, dkdv={"BLOCK_M": 32, "BLOCK_N": 16})
+    with pytest.raises(ValueError, match="multiple"):
+        ab.bwd_configs(q, True, dq={"BLOCK_M": 16, "BLOCK_N": 32})
+    q, k, v, do = (torch.randn(1, 1, 37, 16) for _ in range(4))
+    o, lse = ab.attention_fwd(q, k, v)
+    with pytest.raises(ValueError, match="multiple of every block"):  # descriptors cannot mask the last rows
+        ab.attention_bwd(do, q, k, v, o, lse, tma=True)

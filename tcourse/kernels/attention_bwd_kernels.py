@@ -16,7 +16,18 @@ Two kernels, so that no output is written by two programs (no atomics):
 - ``attention_bwd_dq_kernel``: one program per block of queries; it holds Q_i, dO_i, dQ_i and loops over
   key blocks (causal: up to the diagonal).
 
-P and dS are recomputed in both: the price of writing each gradient once, from one program.
+P and dS are recomputed in both: the price of writing each gradient once, from one program. What made
+them fast on the H200 (results/h200/issue18/README.md has the measurements):
+
+- the dK/dV step works in the transposed orientation, ``P^T = exp2(K Q^T * scale * log2(e) - lse * log2(e))``,
+  so ``P^T`` and ``dS^T`` leave one MMA as the left operand of the next with no transpose in registers;
+- masks only where they change something: the causal mask on the blocks that cross the diagonal (their
+  own loop), the bounds mask only when S is not a multiple of the blocks (``BOUNDS``);
+- a launch config per kernel (tall key blocks for dK/dV, tall query blocks for dQ) and, on Hopper,
+  loads through tensor descriptors (``TMA``).
+
+``dq_atomic=True`` is FlashAttention-2's other way: the dK/dV kernel also adds each block's dQ into an
+fp32 buffer with atomics and the dQ kernel is not launched. It was slower on the H200 (kept to measure).
 """
 from __future__ import annotations
 
@@ -24,14 +35,31 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import cdiv
+from ._launch import cdiv, is_hopper
+from .attention_kernels import TensorDescriptor
+
+
+LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) = exp2(x * log2(e)): one multiply folded into the scale
 
 
 @triton.jit
-def _rows(ptr, base, r, S, D: tl.constexpr):
-    """Rows ``r`` (zeros past S) of one head's contiguous (S, D) matrix starting at ``ptr + base``."""
-    rd = tl.arange(0, D)
-    return tl.load(ptr + base + r[:, None] * D + rd[None, :], mask=r[:, None] < S, other=0.0)
+def _rows(ptr, base, r, S, D: tl.constexpr, BOUNDS: tl.constexpr):
+    """Rows ``r`` of one head's contiguous (S, D) matrix at ``ptr + base``; zeros past S when BOUNDS."""
+    offs = base + r[:, None] * D + tl.arange(0, D)[None, :]
+    if BOUNDS:
+        return tl.load(ptr + offs, mask=r[:, None] < S, other=0.0)
+    return tl.load(ptr + offs)
+
+
+@triton.jit
+def _tile(src, bh, S, r0, BLOCK: tl.constexpr, D: tl.constexpr, BOUNDS: tl.constexpr, TMA: tl.constexpr):
+    """Rows ``r0 .. r0 + BLOCK`` of head ``bh``: through a tensor descriptor over all heads' (B*H*S, D)
+    rows when TMA (then S is a multiple of BLOCK), else with pointers."""
+    if TMA:
+        x = src.load([(bh * S + r0).to(tl.int32), 0])
+    else:
+        x = _rows(src, bh * S * D, r0 + tl.arange(0, BLOCK), S, D, BOUNDS)
+    return x
 
 
 @triton.jit
@@ -41,9 +69,11 @@ def _put_rows(ptr, base, r, S, D: tl.constexpr, x):
 
 
 @triton.jit
-def _row_stats(ptr, bh, S, r):
+def _row_stats(ptr, bh, S, r, BOUNDS: tl.constexpr):
     """One number per query row (lse or delta) of head ``bh``."""
-    return tl.load(ptr + bh * S + r, mask=r < S, other=0.0)
+    if BOUNDS:
+        return tl.load(ptr + bh * S + r, mask=r < S, other=0.0)
+    return tl.load(ptr + bh * S + r)
 
 
 @triton.jit
@@ -53,15 +83,15 @@ def attention_fwd_lse_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, sm_scale, C
     bh = tl.program_id(1).to(tl.int64)
     base = bh * S * D
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    q = _rows(q_ptr, base, rm, S, D)
+    q = _rows(q_ptr, base, rm, S, D, True)
     m_i = tl.full((BLOCK_M,), float("-inf"), ACC)
     l_i = tl.zeros((BLOCK_M,), ACC)
     acc = tl.zeros((BLOCK_M, D), ACC)
     hi = tl.minimum((pid_m + 1) * BLOCK_M, S) if CAUSAL else S
     for n0 in range(0, hi, BLOCK_N):
         rn = n0 + tl.arange(0, BLOCK_N)
-        k = _rows(k_ptr, base, rn, S, D)
-        v = _rows(v_ptr, base, rn, S, D)
+        k = _rows(k_ptr, base, rn, S, D, True)
+        v = _rows(v_ptr, base, rn, S, D, True)
         s = tl.dot(q, tl.trans(k)).to(ACC) * sm_scale
         valid = rn[None, :] < S
         if CAUSAL:
@@ -89,77 +119,138 @@ def attention_bwd_delta_kernel(o_ptr, do_ptr, delta_ptr, rows, D: tl.constexpr, 
 
 
 @triton.jit
-def _p_block(q, k, lse, rm, rn, S, sm_scale, CAUSAL: tl.constexpr, ACC: tl.constexpr):
-    """P for a (query block, key block) pair, rebuilt from the saved log-sum-exp; 0 where masked."""
-    s = tl.dot(q, tl.trans(k)).to(ACC) * sm_scale
-    valid = (rm[:, None] < S) & (rn[None, :] < S)
-    if CAUSAL:
-        valid = valid & (rn[None, :] <= rm[:, None])
-    return tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
+def _visible(rq, rk, S, CAUSAL: tl.constexpr, BOUNDS: tl.constexpr):
+    """Which (query, key) pairs count; ``rq`` and ``rk`` come already broadcast to the block's orientation."""
+    if BOUNDS:
+        keep = (rq < S) & (rk < S)
+        if CAUSAL:
+            keep = keep & (rk <= rq)
+    else:
+        keep = rk <= rq
+    return keep
 
 
 @triton.jit
-def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, S, sm_scale,
-                              CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
-                            ACC: tl.constexpr):
-    pid_n = tl.program_id(0)
+def _dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, base, bh, rn, m0, S, qk_scale, sm_scale,
+               CAUSAL: tl.constexpr, BOUNDS: tl.constexpr, DQ_ATOMIC: tl.constexpr, TMA: tl.constexpr,
+               BLOCK_M: tl.constexpr, D: tl.constexpr):
+    """One block of queries against this program's keys, in the transposed orientation (keys x queries),
+    so that P^T and dS^T come out of the MMA ready to be the next MMA's left operand (no transposes)."""
+    rm = m0 + tl.arange(0, BLOCK_M)
+    q = _tile(q_ptr, bh, S, m0, BLOCK_M, D, BOUNDS, TMA)
+    do = _tile(do_ptr, bh, S, m0, BLOCK_M, D, BOUNDS, TMA)
+    lse2 = _row_stats(lse_ptr, bh, S, rm, BOUNDS) * LOG2E
+    delta = _row_stats(delta_ptr, bh, S, rm, BOUNDS)
+    pT = tl.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse2[None, :])
+    if CAUSAL or BOUNDS:
+        pT = tl.where(_visible(rm[None, :], rn[:, None], S, CAUSAL, BOUNDS), pT, 0.0)
+    dv = tl.dot(pT.to(do.dtype), do, dv, out_dtype=dv.dtype)
+    dsT = pT * (tl.dot(v, tl.trans(do)) - delta[None, :])
+    if DQ_ATOMIC:  # this block's share of dQ, added into an fp32 buffer (FlashAttention-2's way: no dQ kernel)
+        dq = tl.dot(tl.trans(dsT.to(k.dtype)), k) * sm_scale
+        offs = base + rm[:, None] * D + tl.arange(0, D)[None, :]
+        if BOUNDS:
+            tl.atomic_add(dq_ptr + offs, dq, mask=rm[:, None] < S, sem="relaxed")
+        else:
+            tl.atomic_add(dq_ptr + offs, dq, sem="relaxed")
+    return tl.dot(dsT.to(q.dtype), q, dk, out_dtype=dk.dtype), dv
+
+
+@triton.jit
+def attention_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dk_ptr, dv_ptr, dq_ptr, S, sm_scale,
+                              CAUSAL: tl.constexpr, BOUNDS: tl.constexpr, DQ_ATOMIC: tl.constexpr, TMA: tl.constexpr,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr, ACC: tl.constexpr):
+    n0 = tl.program_id(0) * BLOCK_N
     bh = tl.program_id(1).to(tl.int64)
     base = bh * S * D
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    k = _rows(k_ptr, base, rn, S, D)
-    v = _rows(v_ptr, base, rn, S, D)
+    rn = n0 + tl.arange(0, BLOCK_N)
+    k = _tile(k_ptr, bh, S, n0, BLOCK_N, D, BOUNDS, TMA)
+    v = _tile(v_ptr, bh, S, n0, BLOCK_N, D, BOUNDS, TMA)
     dk = tl.zeros((BLOCK_N, D), ACC)
     dv = tl.zeros((BLOCK_N, D), ACC)
-    lo = (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M if CAUSAL else 0  # earlier queries never see these keys
-    for m0 in range(lo, S, BLOCK_M):
-        rm = m0 + tl.arange(0, BLOCK_M)
-        q = _rows(q_ptr, base, rm, S, D)
-        do = _rows(do_ptr, base, rm, S, D)
-        lse = _row_stats(lse_ptr, bh, S, rm)
-        delta = _row_stats(delta_ptr, bh, S, rm)
-        p = _p_block(q, k, lse, rm, rn, S, sm_scale, CAUSAL, ACC)
-        dv += tl.dot(tl.trans(p.to(do.dtype)), do).to(ACC)
-        dp = tl.dot(do, tl.trans(v)).to(ACC)
-        ds = p * (dp - delta[:, None])
-        dk += tl.dot(tl.trans(ds.to(q.dtype)), q).to(ACC)
+    qk_scale = tl.cast(sm_scale, ACC) * LOG2E
+    start = 0
+    if CAUSAL:  # queries before n0 never see these keys; those up to n0 + BLOCK_N see some: the only masked ones
+        for m0 in range(n0, tl.minimum(n0 + BLOCK_N, S), BLOCK_M):
+            dk, dv = _dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, base, bh, rn, m0, S, qk_scale,
+                                sm_scale, True, BOUNDS, DQ_ATOMIC, TMA, BLOCK_M, D)
+        start = n0 + BLOCK_N
+    for m0 in range(start, S, BLOCK_M):
+        dk, dv = _dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, base, bh, rn, m0, S, qk_scale,
+                            sm_scale, False, BOUNDS, DQ_ATOMIC, TMA, BLOCK_M, D)
     _put_rows(dk_ptr, base, rn, S, D, dk * sm_scale)
     _put_rows(dv_ptr, base, rn, S, D, dv)
 
 
 @triton.jit
+def _dq_step(dq, q, do, lse2, delta, k_ptr, v_ptr, bh, rm, n0, S, qk_scale,
+             CAUSAL: tl.constexpr, BOUNDS: tl.constexpr, TMA: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr):
+    rn = n0 + tl.arange(0, BLOCK_N)
+    k = _tile(k_ptr, bh, S, n0, BLOCK_N, D, BOUNDS, TMA)
+    v = _tile(v_ptr, bh, S, n0, BLOCK_N, D, BOUNDS, TMA)
+    p = tl.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse2[:, None])
+    if CAUSAL or BOUNDS:
+        p = tl.where(_visible(rm[:, None], rn[None, :], S, CAUSAL, BOUNDS), p, 0.0)
+    ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
+    return tl.dot(ds.to(k.dtype), k, dq, out_dtype=dq.dtype)
+
+
+@triton.jit
 def attention_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, S, sm_scale,
-                            CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
-                            ACC: tl.constexpr):
-    pid_m = tl.program_id(0)
+                            CAUSAL: tl.constexpr, BOUNDS: tl.constexpr, TMA: tl.constexpr, BLOCK_M: tl.constexpr,
+                            BLOCK_N: tl.constexpr, D: tl.constexpr, ACC: tl.constexpr):
+    m0 = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1).to(tl.int64)
     base = bh * S * D
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    q = _rows(q_ptr, base, rm, S, D)
-    do = _rows(do_ptr, base, rm, S, D)
-    lse = _row_stats(lse_ptr, bh, S, rm)
-    delta = _row_stats(delta_ptr, bh, S, rm)
+    rm = m0 + tl.arange(0, BLOCK_M)
+    q = _tile(q_ptr, bh, S, m0, BLOCK_M, D, BOUNDS, TMA)
+    do = _tile(do_ptr, bh, S, m0, BLOCK_M, D, BOUNDS, TMA)
+    lse2 = _row_stats(lse_ptr, bh, S, rm, BOUNDS) * LOG2E
+    delta = _row_stats(delta_ptr, bh, S, rm, BOUNDS)
     dq = tl.zeros((BLOCK_M, D), ACC)
-    hi = tl.minimum((pid_m + 1) * BLOCK_M, S) if CAUSAL else S  # later keys are masked for every query here
-    for n0 in range(0, hi, BLOCK_N):
-        rn = n0 + tl.arange(0, BLOCK_N)
-        k = _rows(k_ptr, base, rn, S, D)
-        v = _rows(v_ptr, base, rn, S, D)
-        p = _p_block(q, k, lse, rm, rn, S, sm_scale, CAUSAL, ACC)
-        dp = tl.dot(do, tl.trans(v)).to(ACC)
-        ds = p * (dp - delta[:, None])
-        dq += tl.dot(ds.to(k.dtype), k).to(ACC)
+    qk_scale = tl.cast(sm_scale, ACC) * LOG2E
+    end = S
+    if CAUSAL:  # keys after the block's last query are masked for all of it; the diagonal keys for some
+        for n0 in range(m0, tl.minimum(m0 + BLOCK_M, S), BLOCK_N):
+            dq = _dq_step(dq, q, do, lse2, delta, k_ptr, v_ptr, bh, rm, n0, S, qk_scale, True, BOUNDS, TMA, BLOCK_N, D)
+        end = m0
+    for n0 in range(0, end, BLOCK_N):
+        dq = _dq_step(dq, q, do, lse2, delta, k_ptr, v_ptr, bh, rm, n0, S, qk_scale, False, BOUNDS, TMA, BLOCK_N, D)
     _put_rows(dq_ptr, base, rm, S, D, dq * sm_scale)
 
 
-def _blocks(q: torch.Tensor) -> dict:
-    # The best of 7 configs per head dim on the H200 (B4 H32 S4096, fp16; results/h200/issue18/bwd.json):
-    # D=64: 64x64 blocks, 4 warps, 3 stages (0.65x / 0.55x SDPA's backward, plain / causal; 64x64 with
-    # 2 stages gave 0.61x / 0.50x). D=128: 128x64, 8 warps (0.48x both; 64x64 with 8 warps gave 0.27x).
+def _fwd_blocks(q: torch.Tensor) -> dict:
     if q.is_cuda:
-        if q.shape[-1] >= 128:
-            return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
-        return {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+        return {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2} if q.shape[-1] >= 128 else \
+            {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
     return {"BLOCK_M": 16, "BLOCK_N": 16}
+
+
+# Backward launch configs on the H200 per (head dim, causal): (dK/dV kernel, dQ kernel). The dK/dV kernel
+# keeps a block of keys and streams blocks of queries; the dQ kernel the other way round. The best pair of a
+# two-step sweep at B4 H32 S4096 fp16 with tensor descriptors (results/h200/issue18/bwd2_run2.json).
+def _cfg(BM, BN, w, st):
+    return {"BLOCK_M": BM, "BLOCK_N": BN, "num_warps": w, "num_stages": st}
+
+
+BWD_CONFIGS = {
+    (64, False): (_cfg(32, 64, 4, 4), _cfg(128, 64, 4, 3)),
+    (64, True): (_cfg(64, 64, 4, 3), _cfg(128, 64, 4, 3)),
+    (128, False): (_cfg(32, 64, 4, 3), _cfg(128, 64, 8, 3)),
+    (128, True): (_cfg(32, 64, 4, 4), _cfg(128, 64, 8, 3)),
+}
+CPU_BWD_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16}
+
+
+def bwd_configs(q: torch.Tensor, causal: bool, dkdv: dict | None = None, dq: dict | None = None) -> tuple[dict, dict]:
+    """The (dK/dV, dQ) launch configs for ``q``, with overrides; each block must tile the other."""
+    base = BWD_CONFIGS[(128 if q.shape[-1] >= 128 else 64, bool(causal))] if q.is_cuda else \
+        (CPU_BWD_BLOCKS, CPU_BWD_BLOCKS)
+    cfg_kv, cfg_q = {**base[0], **(dkdv or {})}, {**base[1], **(dq or {})}
+    if cfg_kv["BLOCK_N"] % cfg_kv["BLOCK_M"] or cfg_q["BLOCK_M"] % cfg_q["BLOCK_N"]:
+        raise ValueError(f"the dK/dV kernel needs BLOCK_N a multiple of BLOCK_M, the dQ kernel BLOCK_M a multiple "
+                         f"of BLOCK_N (the causal diagonal is whole blocks): got {cfg_kv} and {cfg_q}")
+    return cfg_kv, cfg_q
 
 
 def acc_dtype(t: torch.Tensor):
@@ -179,7 +270,7 @@ def attention_fwd(q, k, v, causal=False, sm_scale=None, **blocks):
     """``(o, lse)``: lse of shape (B, H, S), fp32 (fp64 for fp64 inputs)."""
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     B, H, S, D = q.shape
-    cfg = {**_blocks(q), **blocks}
+    cfg = {**_fwd_blocks(q), **blocks}
     o = torch.empty_like(q)
     lse = torch.empty((B, H, S), dtype=_stat_dtype(q), device=q.device)
     grid = (cdiv(S, cfg["BLOCK_M"]), B * H)
@@ -187,20 +278,50 @@ def attention_fwd(q, k, v, causal=False, sm_scale=None, **blocks):
     return o, lse
 
 
-def attention_bwd(do, q, k, v, o, lse, causal=False, sm_scale=None, **blocks):
-    """``(dq, dk, dv)`` for ``o = softmax(q k^T * sm_scale) v`` from the forward's ``o`` and ``lse``."""
+def _sources(ts, block: int, tma: bool) -> list:
+    """What the kernels read q/k/v/dO through: tensor descriptors of (B*H*S, D) rows in blocks of ``block``
+    rows, or the tensors themselves."""
+    if not tma:
+        return list(ts)
+    return [TensorDescriptor(t, [t.numel() // t.shape[-1], t.shape[-1]], [t.shape[-1], 1], [block, t.shape[-1]])
+            for t in ts]
+
+
+def attention_bwd(do, q, k, v, o, lse, causal=False, sm_scale=None, dkdv=None, dq=None, dq_atomic=False, tma=None):
+    """``(dq, dk, dv)`` for ``o = softmax(q k^T * sm_scale) v`` from the forward's ``o`` and ``lse``.
+
+    ``dkdv`` and ``dq`` override the two kernels' launch configs (``BLOCK_M``, ``BLOCK_N``, ``num_warps``,
+    ``num_stages``). ``dq_atomic``: the dK/dV kernel also adds each block's dQ into an fp32 buffer with
+    atomics, and the dQ kernel is not launched (fewer matmuls, an order of summation that varies).
+    ``tma``: read through tensor descriptors (default: on Hopper, fp16/bf16, S a multiple of every block)."""
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     B, H, S, D = q.shape
-    cfg = {**_blocks(q), **blocks}
+    cfg_kv, cfg_q = bwd_configs(q, causal, dkdv, dq)
     scale = _scale(q, sm_scale)
+    acc = acc_dtype(q)
     delta = torch.empty((B, H, S), dtype=_stat_dtype(q), device=q.device)
-    attention_bwd_delta_kernel[(cdiv(B * H * S, 64),)](o, do, delta, B * H * S, D=D, BLOCK_M=64, ACC=acc_dtype(q))
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    attention_bwd_dkdv_kernel[(cdiv(S, cfg["BLOCK_N"]), B * H)](q, k, v, do, lse, delta, dk, dv, S, scale,
-                                                               CAUSAL=causal, D=D, ACC=acc_dtype(q), **cfg)
-    attention_bwd_dq_kernel[(cdiv(S, cfg["BLOCK_M"]), B * H)](q, k, v, do, lse, delta, dq, S, scale,
-                                                             CAUSAL=causal, D=D, ACC=acc_dtype(q), **cfg)
-    return dq, dk, dv
+    attention_bwd_delta_kernel[(cdiv(B * H * S, 64),)](o, do, delta, B * H * S, D=D, BLOCK_M=64, ACC=acc)
+    bounds_kv, bounds_q = S % cfg_kv["BLOCK_N"] != 0, S % cfg_q["BLOCK_M"] != 0
+    if tma is None:
+        tma = (TensorDescriptor is not None and is_hopper(q) and q.dtype in (torch.float16, torch.bfloat16)
+               and not (bounds_kv or bounds_q))
+    elif tma and (bounds_kv or bounds_q or TensorDescriptor is None):
+        raise ValueError(f"tma=True needs triton.tools.tensor_descriptor and S a multiple of every block (S={S})")
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    dq_ = torch.zeros(q.shape, dtype=_stat_dtype(q), device=q.device) if dq_atomic else torch.empty_like(q)
+    q_kv, do_kv = _sources((q, do), cfg_kv["BLOCK_M"], tma)
+    k_kv, v_kv = _sources((k, v), cfg_kv["BLOCK_N"], tma)
+    attention_bwd_dkdv_kernel[(cdiv(S, cfg_kv["BLOCK_N"]), B * H)](
+        q_kv, k_kv, v_kv, do_kv, lse, delta, dk, dv, dq_, S, scale, CAUSAL=causal, BOUNDS=bounds_kv,
+        DQ_ATOMIC=dq_atomic, TMA=tma, D=D, ACC=acc, **cfg_kv)
+    if dq_atomic:
+        return dq_.to(q.dtype), dk, dv
+    q_q, do_q = _sources((q, do), cfg_q["BLOCK_M"], tma)
+    k_q, v_q = _sources((k, v), cfg_q["BLOCK_N"], tma)
+    attention_bwd_dq_kernel[(cdiv(S, cfg_q["BLOCK_M"]), B * H)](
+        q_q, k_q, v_q, do_q, lse, delta, dq_, S, scale, CAUSAL=causal, BOUNDS=bounds_q, TMA=tma, D=D, ACC=acc,
+        **cfg_q)
+    return dq_, dk, dv
 
 
 class FlashAttention(torch.autograd.Function):
@@ -218,3 +339,26 @@ class FlashAttention(torch.autograd.Function):
         q, k, v, o, lse = ctx.saved_tensors
         dq, dk, dv = attention_bwd(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale)
         return dq, dk, dv, None, None
+
+
+def compile_sm90(D: int = 64, causal: bool = False, dtype: torch.dtype = torch.float16, tma: bool = True,
+                 S: int = 4096, configs: tuple | None = None) -> tuple:
+    """The two backward kernels compiled for sm_90 offline, with their CUDA configs or ``configs``
+    (``tcourse.compile_info.CompileReport`` each: dK/dV, then dQ)."""
+    from ..compile_info import _DTYPES, compile_for_sm90
+
+    name = _DTYPES[str(dtype).removeprefix("torch.")]
+    ptr, stat = f"*{name}", "*fp64" if dtype == torch.float64 else "*fp32"
+    acc = tl.float64 if dtype == torch.float64 else tl.float32
+    cfg_kv, cfg_q = configs or BWD_CONFIGS[(D, causal)]
+    reports = []
+    for kernel, cfg, n_out, held in ((attention_bwd_dkdv_kernel, cfg_kv, 3, "BLOCK_N"),
+                                     (attention_bwd_dq_kernel, cfg_q, 1, "BLOCK_M")):
+        meta = {k: v for k, v in cfg.items() if k.startswith("BLOCK")}
+        q_src, k_src = (f"tensordesc<{name}[{meta[b]}, {D}]>" if tma else ptr for b in ("BLOCK_M", "BLOCK_N"))
+        args = (q_src, k_src, k_src, q_src, stat, stat, *[ptr] * n_out, S, D ** -0.5)
+        flags = {"DQ_ATOMIC": False} if kernel is attention_bwd_dkdv_kernel else {}
+        reports.append(compile_for_sm90(kernel, *args, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+                                        CAUSAL=causal, BOUNDS=S % meta[held] != 0, TMA=tma, D=D, ACC=acc,
+                                        **flags, **meta))
+    return tuple(reports)
