@@ -240,6 +240,36 @@ def test_direct_launch_reuses_a_specialisation_only():
     assert len(fake.slow) == 8 and len(fake.compiled.runs) == 1
 
 
+def test_plan_launches_the_compiled_kernel_with_new_leading_arguments():
+    """A Plan calls the compiled kernel's C launch with the grid padded to 3-D, the current stream, the
+    new leading arguments and everything else as first launched; while a launch hook is set it launches
+    nothing and says so; the plan table forgets everything past its limit."""
+    from types import SimpleNamespace
+
+    from tcourse.kernels._launch import Plans, _plan_of
+
+    fake = _FakeJit()
+    launch = _direct_launcher(fake)
+    x, out = torch.zeros(64), torch.zeros(64)
+    args, meta = (x, out, 64, 2.0), {"BLOCK": 16, "num_warps": 4}
+    assert _plan_of(launch, (4,), args, meta, None, n_lead=2) is None  # never launched: nothing to plan
+    launch((4,), args, meta)  # through kernel[grid]; the launcher keeps the compiled entry
+    (entry,) = launch.compiled.values()
+    calls = []
+    entry.c_launch, entry.lead, entry.objects = (lambda *a: calls.append(a)), ("function", "lead"), []
+    launch._hooks = SimpleNamespace(launch_enter_hook=SimpleNamespace(calls=[]), launch_exit_hook=None)  # empty chains
+    plan = _plan_of(launch, (4,), args, meta, None, n_lead=2)
+    assert plan(111, 222) is True
+    assert calls == [(4, 1, 1, "stream0", "function", "lead", 111, 222, 64, 2.0, 16, "")]
+    plan.hooks = SimpleNamespace(launch_enter_hook=SimpleNamespace(calls=["proton"]), launch_exit_hook=None)
+    assert plan(333, 444) is False and len(calls) == 1
+    table = Plans(limit=2)
+    table.add("a", plan), table.add("b", plan), table.add("none", None)
+    assert set(table) == {"a", "b"}
+    table.add("c", plan)
+    assert set(table) == {"c"}
+
+
 def test_repeated_calls_stay_correct():
     """Third and later calls take the direct launch on a GPU: check them, with fresh inputs, with an
     input whose data pointer is not 16-byte aligned, and with a changed size in between."""

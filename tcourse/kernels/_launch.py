@@ -311,6 +311,70 @@ class Launcher:
         entry.launch(grid, args, flat, self._stream(key[0]), self._hooks)
 
 
+class Plan:
+    """One compiled specialisation's C launch with its grid and all but its leading arguments fixed.
+
+    ``plan(*lead)`` launches with ``lead`` (data pointers as ints, numbers) in front of the fixed rest and
+    returns True; while a launch hook is set (a profiler) it launches nothing and returns False, so the
+    caller takes the full path. For the public functions whose whole host cost is a few microseconds
+    (AXPY, softmax): the caller keys a plan on what fixes the rest (shape, dtype, device, alignment) and
+    skips the per-call config lookup and argument keying."""
+
+    __slots__ = ("c_launch", "grid", "lead", "rest", "stream", "device", "hooks")
+
+    def __call__(self, *lead) -> bool:
+        hooks = self.hooks
+        enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
+        if getattr(enter, "calls", enter) or getattr(leave, "calls", leave):
+            return False
+        g = self.grid
+        self.c_launch(g[0], g[1], g[2], self.stream(self.device), *self.lead, *lead, *self.rest)
+        return True
+
+
+def _plan_of(launcher: "Launcher", grid: tuple, args: tuple, meta: dict, meta_key, n_lead: int):
+    """A Plan for ``launcher(grid, args, meta, meta_key)`` once that call has been launched, with
+    ``args[:n_lead]`` left to each call; None where the raw C launch is not available for it."""
+    if not launcher.direct or launcher._device is None:
+        return None
+    key, flat = launcher._key(args, meta, meta_key)
+    entry = launcher.compiled.get(key) if key is not None else None
+    if entry is None or entry.c_launch is None or entry.objects:
+        return None
+    plan = Plan()
+    plan.c_launch, plan.lead, plan.rest = entry.c_launch, entry.lead, (*flat[n_lead:], *entry.tail)
+    plan.grid = (*grid, 1, 1)[:3]
+    plan.stream, plan.device, plan.hooks = launcher._stream, key[0], launcher._hooks
+    return plan
+
+
+_DEVICE_GETTER: list = []
+
+
+def current_device() -> int:
+    """The current CUDA device index, as the Launcher keys it."""
+    if not _DEVICE_GETTER:
+        from triton.runtime import driver
+
+        _DEVICE_GETTER.append(_current_device(driver))
+    return _DEVICE_GETTER[0]()
+
+
+class Plans(dict):
+    """Plans by the caller's key, forgotten all at once past ``limit`` (many shapes: a long-running
+    process that sees ever new sizes keeps a bounded table)."""
+
+    def __init__(self, limit: int = 1024):
+        super().__init__()
+        self.limit = limit
+
+    def add(self, key, plan: Plan | None) -> None:
+        if plan is not None:
+            if len(self) >= self.limit:
+                self.clear()
+            self[key] = plan
+
+
 def gpu_time_of_config(kernel_call, quantiles):
     """The autotuner's timer: [median, p20, p80] ms of GPU time per call (``tcourse.bench.gpu_samples``).
 
@@ -374,3 +438,8 @@ class Tuned:
         if before is not None:
             before(meta)
         self.launcher(grid(meta), args, meta, key)
+
+    def plan(self, key, grid, *args, n_lead: int) -> Plan | None:
+        """After ``launch(key, grid, *args, ...)``: a Plan of that launch taking ``args[:n_lead]`` per call."""
+        meta = self._meta.get(key)
+        return None if meta is None else _plan_of(self.launcher, grid(meta), args, meta, key, n_lead)

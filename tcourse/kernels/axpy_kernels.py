@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import Launcher, Tuned, cdiv, on_gpu
+from ._launch import Launcher, Plans, Tuned, cdiv, current_device, on_gpu
 
 
 @triton.jit
@@ -28,6 +28,9 @@ axpy_launch = Launcher(axpy_kernel)
 CPU_BLOCK = 1024
 
 
+_PLANS = Plans()  # (n, dtype, device, x/y/out 16-byte aligned) -> Plan of the launch taking (x, y, out, a)
+
+
 def axpy(a, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``a * x + y`` for same-shape, same-dtype tensors; ``a`` is a Python number or 0-d tensor."""
     if x.shape != y.shape or x.dtype != y.dtype or x.get_device() != y.get_device():
@@ -42,7 +45,13 @@ def axpy(a, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if n == 0:
         return out
     if on_gpu(xc):
-        axpy_tuned.launch((n, xc.dtype), lambda m: (cdiv(n, m["BLOCK"]),), xc, yc, out, a, n)
+        xp, yp, op = xc.data_ptr(), yc.data_ptr(), out.data_ptr()
+        pkey = (n, xc.dtype, current_device(), not xp & 15, not yp & 15, not op & 15)
+        plan = _PLANS.get(pkey)
+        if plan is None or not plan(xp, yp, op, a):  # a size seen before: only pointers and a change
+            key, grid = (n, xc.dtype), lambda m: (cdiv(n, m["BLOCK"]),)
+            axpy_tuned.launch(key, grid, xc, yc, out, a, n)
+            _PLANS.add(pkey, axpy_tuned.plan(key, grid, xc, yc, out, a, n, n_lead=4))
     else:
         axpy_launch((cdiv(n, CPU_BLOCK),), (xc, yc, out, a, n), {"BLOCK": CPU_BLOCK})
     return out

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import Tuned, cdiv, check_2d, next_power_of_2, on_gpu
+from ._launch import Plans, Tuned, cdiv, check_2d, current_device, next_power_of_2, on_gpu
 
 LOG2E = 1.4426950408889634
 MAX_BLOCK = 16384  # widest row (elements, after rounding up to a power of two) done by one block
@@ -110,12 +110,21 @@ def softmax_one_block(x: torch.Tensor) -> torch.Tensor:
     return _one_block(x, next_power_of_2(x.shape[1]))
 
 
+_PLANS = Plans()  # (shape, dtype, device, x and out 16-byte aligned) -> Plan of the launch, contiguous x
+
+
 def _one_block(x: torch.Tensor, block_n: int) -> torch.Tensor:
     if block_n > MAX_BLOCK:
         raise ValueError(f"{x.shape[1]} columns do not fit one block of {MAX_BLOCK}: use softmax_online")
     n_rows, n_cols = x.shape
-    if x.is_contiguous():  # empty_like: less host time than torch.empty(shape, ...) (3.5 vs 5.7 us on the H200's host)
+    contiguous = x.is_contiguous()
+    if contiguous:  # empty_like: less host time than torch.empty(shape, ...) (3.5 vs 5.7 us on the H200's host)
         out = torch.empty_like(x)
+        if _PLANS and x.is_cuda:  # a shape seen before: everything but the two pointers is known
+            xp, op = x.data_ptr(), out.data_ptr()
+            plan = _PLANS.get((x.shape, x.dtype, current_device(), not xp & 15, not op & 15))
+            if plan is not None and plan(xp, op):
+                return out
     else:
         x = x if x.stride(-1) == 1 else x.contiguous()
         out = x.new_empty((n_rows, n_cols))
@@ -125,8 +134,11 @@ def _one_block(x: torch.Tensor, block_n: int) -> torch.Tensor:
     vec = _vec(n_cols, sx, elem_bytes=x.element_size())
     args = (x, out, n_rows, n_cols // vec, sx // vec, n_cols // vec)
     if on_gpu(x):
-        softmax_rows_tuned.launch((n_rows, n_cols, vec, x.dtype), lambda m: (cdiv(n_rows, m["ROWS"]),),
-                                  *args, BLOCK_N=block_n, VEC=vec)
+        key, grid = (n_rows, n_cols, vec, x.dtype), lambda m: (cdiv(n_rows, m["ROWS"]),)
+        softmax_rows_tuned.launch(key, grid, *args, BLOCK_N=block_n, VEC=vec)
+        if contiguous:
+            plan = softmax_rows_tuned.plan(key, grid, *args, n_lead=2)
+            _PLANS.add((x.shape, x.dtype, current_device(), not x.data_ptr() & 15, not out.data_ptr() & 15), plan)
     else:
         softmax_rows_kernel[(n_rows,)](*args, BLOCK_N=block_n, ROWS=1, VEC=vec)
     return out
