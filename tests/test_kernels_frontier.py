@@ -187,7 +187,7 @@ def test_attention_backward_compiles_for_sm90(causal):
         assert "mma.sync.aligned.m8n8k4.row.col.f64" in rep.asm["ptx"]  # float64 tensor-core MMA, not float32
 
 
-def test_attention_backward_rejects_blocks_that_do_not_tile():
+def test_attention_backward_rejects_bad_input():
     q = torch.randn(1, 1, 32, 16)
     with pytest.raises(ValueError, match="multiple"):
         ab.bwd_configs(q, False, dkdv={"BLOCK_M": 32, "BLOCK_N": 16})
@@ -197,3 +197,9 @@ def test_attention_backward_rejects_blocks_that_do_not_tile():
     o, lse = ab.attention_fwd(q, k, v)
     with pytest.raises(ValueError, match="multiple of every block"):  # descriptors cannot mask the last rows
         ab.attention_bwd(do, q, k, v, o, lse, tma=True)
+    with pytest.raises(ValueError, match="one .B, H, S, D. shape"):
+        ab.attention_bwd(do[..., :8], q, k, v, o, lse)
+    with pytest.raises(ValueError, match="lse must have shape"):
+        ab.attention_bwd(do, q, k, v, o, lse[:, :, :5])
+    with pytest.raises(ValueError, match="head dim D=24"):
+        ab.attention_fwd(*(torch.randn(1, 1, 8, 24) for _ in range(3)))

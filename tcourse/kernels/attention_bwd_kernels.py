@@ -262,12 +262,24 @@ def _stat_dtype(t: torch.Tensor) -> torch.dtype:
     return torch.float64 if t.dtype == torch.float64 else torch.float32
 
 
+def _check(*ts: torch.Tensor) -> None:
+    """q, k, v (and o, dO): one (B, H, S, D) shape and dtype, D a power of two from 16 to 256."""
+    shape, dtype = ts[0].shape, ts[0].dtype
+    if len(shape) != 4 or any(t.shape != shape or t.dtype != dtype for t in ts):
+        raise ValueError("attention expects tensors of one (B, H, S, D) shape and dtype, got "
+                         + ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in ts))
+    D = shape[-1]
+    if D < 16 or D > 256 or D & (D - 1):
+        raise ValueError(f"head dim D={D}: these kernels need a power of two from 16 to 256 (tl.dot, tl.arange)")
+
+
 def _scale(q, sm_scale):
     return q.shape[-1] ** -0.5 if sm_scale is None else sm_scale
 
 
 def attention_fwd(q, k, v, causal=False, sm_scale=None, **blocks):
     """``(o, lse)``: lse of shape (B, H, S), fp32 (fp64 for fp64 inputs)."""
+    _check(q, k, v)
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     B, H, S, D = q.shape
     cfg = {**_fwd_blocks(q), **blocks}
@@ -294,6 +306,9 @@ def attention_bwd(do, q, k, v, o, lse, causal=False, sm_scale=None, dkdv=None, d
     ``num_stages``). ``dq_atomic``: the dK/dV kernel also adds each block's dQ into an fp32 buffer with
     atomics, and the dQ kernel is not launched (fewer matmuls, an order of summation that varies).
     ``tma``: read through tensor descriptors (default: on Hopper, fp16/bf16, S a multiple of every block)."""
+    _check(q, k, v, o, do)
+    if lse.shape != q.shape[:3]:
+        raise ValueError(f"lse must have shape (B, H, S) = {tuple(q.shape[:3])}, got {tuple(lse.shape)}")
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     B, H, S, D = q.shape
     cfg_kv, cfg_q = bwd_configs(q, causal, dkdv, dq)
