@@ -357,7 +357,7 @@ def triton_op_compile() -> dict:
     ref_grads = torch.autograd.grad(ref_loss, (x, w, b))
     return {"graph_count": ex.graph_count, "graph_break_count": ex.graph_break_count,
             "break_reasons": [str(r.reason)[:200] for r in ex.break_reasons],
-            "loss_rel_diff": float((loss - ref_loss).abs() / ref_loss.abs()),
+            "loss_rel_diff": float(((loss - ref_loss).abs() / ref_loss.abs()).detach()),
             "grad_max_abs_diff": [float((g - r).abs().max()) for g, r in zip(grads, ref_grads)]}
 
 
