@@ -43,6 +43,8 @@ run() {  # name, command...: time it, keep its log, never stop the session
   echo "== $name: rc=$rc in $((SECONDS - t0)) s"; tail -4 "$LOGS/$name.log"
 }
 
+bwd_test() { run kernel_tests_gpu_backward timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k backward_gpu; }
+
 for step in "${steps[@]}"; do
   case $step in
     grader)  # the GPU grader tests and every solution graded on the GPU, side by side
@@ -66,10 +68,8 @@ for step in "${steps[@]}"; do
       run probe_fwd2check timeout 120 python3 scripts/probe_issue18.py fwd2check
       grep -q "'ok': False" results/h200/logs/probe_fwd2check.log || run probe_fwd2 timeout 420 python3 scripts/probe_issue18.py fwd2 ;;
     probe) run probe_issue18 timeout 470 python3 scripts/probe_issue18.py host matmul fp8 bwd2 fwd ;;
-    bwd-test) run kernel_tests_gpu_backward timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k backward_gpu ;;
-    bwd2)  # the attention backward: its GPU test, then the config sweep
-      run kernel_tests_gpu_backward timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k backward_gpu
-      run probe_bwd2 timeout 400 python3 scripts/probe_issue18.py bwd2 ;;
+    bwd-test) bwd_test ;;
+    bwd2) bwd_test; run probe_bwd2 timeout 400 python3 scripts/probe_issue18.py bwd2 ;;  # its GPU test, then the config sweep
     record:*)  # one chapter, e.g. record:notebooks/10_backward.ipynb
       run "record_$(basename "${step#record:}" .ipynb)" timeout 300 python3 scripts/record_gpu.py "${step#record:}" ;;
     bench) run bench_suite timeout 330 python3 -m bench --rounds 5 ;;

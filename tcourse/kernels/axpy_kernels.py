@@ -48,7 +48,7 @@ def axpy(a, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         xp, yp, op = xc.data_ptr(), yc.data_ptr(), out.data_ptr()
         pkey = (n, xc.dtype, current_device(), not xp & 15, not yp & 15, not op & 15)
         plan = _PLANS.get(pkey)
-        if plan is None or not plan(xp, yp, op, a):  # a size seen before: only pointers and a change
+        if plan is None or not plan(xp, yp, op, a):  # a size seen before: only the pointers and `a` change
             key, grid = (n, xc.dtype), lambda m: (cdiv(n, m["BLOCK"]),)
             axpy_tuned.launch(key, grid, xc, yc, out, a, n)
             _PLANS.add(pkey, axpy_tuned.plan(key, grid, xc, yc, out, a, n, n_lead=4))
