@@ -70,6 +70,8 @@ for step in "${steps[@]}"; do
     probe) run probe_issue18 timeout 470 python3 scripts/probe_issue18.py host matmul fp8 bwd2 fwd ;;
     bwd-test) bwd_test ;;
     bwd2) bwd_test; run probe_bwd2 timeout 400 python3 scripts/probe_issue18.py bwd2 ;;  # its GPU test, then the config sweep
+    bwd3) bwd_test; run probe_bwd3 timeout 400 python3 scripts/probe_issue18.py bwd3 ;;  # dQ by TMA reduce-add
+    softmax-sweep) run probe_softmax timeout 150 python3 scripts/probe_issue18.py softmax ;;
     record:*)  # one chapter, e.g. record:notebooks/10_backward.ipynb
       run "record_$(basename "${step#record:}" .ipynb)" timeout 300 python3 scripts/record_gpu.py "${step#record:}" ;;
     bench) run bench_suite timeout 330 python3 -m bench --rounds 5 ;;

@@ -182,6 +182,8 @@ def test_attention_backward_compiles_for_sm90(causal):
         for rep in ab.compile_sm90(D, causal):
             assert rep.spills == 0 and rep.fits_sm90, (rep.name, D, rep.spills, rep.shared_bytes)
             assert "cp.async.bulk.tensor" in rep.asm["ptx"] and "wgmma.mma_async" in rep.asm["ptx"]
+    (atomic,) = ab.compile_sm90(64, causal, dq_atomic=True)  # dQ added by one TMA reduce-add per block
+    assert atomic.spills == 0 and "cp.reduce.async.bulk.tensor" in atomic.asm["ptx"]
     tiny = ({"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2},) * 2
     for rep in ab.compile_sm90(16, causal, torch.float64, tma=False, S=45, configs=tiny):
         assert "mma.sync.aligned.m8n8k4.row.col.f64" in rep.asm["ptx"]  # float64 tensor-core MMA, not float32
@@ -197,6 +199,10 @@ def test_attention_backward_rejects_bad_input():
     o, lse = ab.attention_fwd(q, k, v)
     with pytest.raises(ValueError, match="multiple of every block"):  # descriptors cannot mask the last rows
         ab.attention_bwd(do, q, k, v, o, lse, tma=True)
+    q32, k32, v32, do32 = (t[:, :, :32] for t in (q, k, v, do))
+    o32, lse32 = ab.attention_fwd(q32, k32, v32)
+    with pytest.raises(ValueError, match="TMA reduce"):  # no descriptor reduce-add in the interpreter
+        ab.attention_bwd(do32, q32, k32, v32, o32, lse32, dq_atomic=True, tma=True)
     with pytest.raises(ValueError, match="one .B, H, S, D. shape"):
         ab.attention_bwd(do[..., :8], q, k, v, o, lse)
     with pytest.raises(ValueError, match="lse must have shape"):

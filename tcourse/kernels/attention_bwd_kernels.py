@@ -27,7 +27,9 @@ them fast on the H200 (results/h200/issue18/README.md has the measurements):
   loads through tensor descriptors (``TMA``).
 
 ``dq_atomic=True`` is FlashAttention-2's other way: the dK/dV kernel also adds each block's dQ into an
-fp32 buffer with atomics and the dQ kernel is not launched. It was slower on the H200 (kept to measure).
+fp32 buffer and the dQ kernel is not launched; with tensor descriptors one TMA reduce-add per block, else
+an atomic per element. Both were slower on the H200 (kept to measure): fewer matmuls, but every key block
+adds a whole (BLOCK_M, D) fp32 tile into dQ for every query block.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import cdiv, is_hopper
+from ._launch import cdiv, is_hopper, on_gpu
 from .attention_kernels import TensorDescriptor
 
 
@@ -148,11 +150,14 @@ def _dkdv_step(dk, dv, k, v, q_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, base, bh
     dsT = pT * (tl.dot(v, tl.trans(do)) - delta[None, :])
     if DQ_ATOMIC:  # this block's share of dQ, added into an fp32 buffer (FlashAttention-2's way: no dQ kernel)
         dq = tl.dot(tl.trans(dsT.to(k.dtype)), k) * sm_scale
-        offs = base + rm[:, None] * D + tl.arange(0, D)[None, :]
-        if BOUNDS:
-            tl.atomic_add(dq_ptr + offs, dq, mask=rm[:, None] < S, sem="relaxed")
+        if TMA:  # one bulk reduce-add of the whole block by the TMA unit (S is a multiple of the blocks)
+            dq_ptr.atomic_add([(bh * S + m0).to(tl.int32), 0], dq)
         else:
-            tl.atomic_add(dq_ptr + offs, dq, sem="relaxed")
+            offs = base + rm[:, None] * D + tl.arange(0, D)[None, :]
+            if BOUNDS:
+                tl.atomic_add(dq_ptr + offs, dq, mask=rm[:, None] < S, sem="relaxed")
+            else:
+                tl.atomic_add(dq_ptr + offs, dq, sem="relaxed")
     return tl.dot(dsT.to(q.dtype), q, dk, out_dtype=dk.dtype), dv
 
 
@@ -322,12 +327,16 @@ def attention_bwd(do, q, k, v, o, lse, causal=False, sm_scale=None, dkdv=None, d
                and not (bounds_kv or bounds_q))
     elif tma and (bounds_kv or bounds_q or TensorDescriptor is None):
         raise ValueError(f"tma=True needs triton.tools.tensor_descriptor and S a multiple of every block (S={S})")
+    if tma and dq_atomic and (not on_gpu(q) or q.dtype == torch.float64):
+        raise ValueError("dq_atomic with tma=True adds dQ into fp32 by TMA reduce, which neither Triton's interpreter "
+                         "nor float64 inputs have: pass tma=False")
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     dq_ = torch.zeros(q.shape, dtype=_stat_dtype(q), device=q.device) if dq_atomic else torch.empty_like(q)
     q_kv, do_kv = _sources((q, do), cfg_kv["BLOCK_M"], tma)
     k_kv, v_kv = _sources((k, v), cfg_kv["BLOCK_N"], tma)
+    dq_kv = _sources((dq_,), cfg_kv["BLOCK_M"], tma and dq_atomic)[0]
     attention_bwd_dkdv_kernel[(cdiv(S, cfg_kv["BLOCK_N"]), B * H)](
-        q_kv, k_kv, v_kv, do_kv, lse, delta, dk, dv, dq_, S, scale, CAUSAL=causal, BOUNDS=bounds_kv,
+        q_kv, k_kv, v_kv, do_kv, lse, delta, dk, dv, dq_kv, S, scale, CAUSAL=causal, BOUNDS=bounds_kv,
         DQ_ATOMIC=dq_atomic, TMA=tma, D=D, ACC=acc, **cfg_kv)
     if dq_atomic:
         return dq_.to(q.dtype), dk, dv
@@ -357,9 +366,9 @@ class FlashAttention(torch.autograd.Function):
 
 
 def compile_sm90(D: int = 64, causal: bool = False, dtype: torch.dtype = torch.float16, tma: bool = True,
-                 S: int = 4096, configs: tuple | None = None) -> tuple:
+                 S: int = 4096, configs: tuple | None = None, dq_atomic: bool = False) -> tuple:
     """The two backward kernels compiled for sm_90 offline, with their CUDA configs or ``configs``
-    (``tcourse.compile_info.CompileReport`` each: dK/dV, then dQ)."""
+    (``tcourse.compile_info.CompileReport`` each: dK/dV, then dQ; with ``dq_atomic`` the dK/dV kernel only)."""
     from ..compile_info import _DTYPES, compile_for_sm90
 
     name = _DTYPES[str(dtype).removeprefix("torch.")]
@@ -367,12 +376,16 @@ def compile_sm90(D: int = 64, causal: bool = False, dtype: torch.dtype = torch.f
     acc = tl.float64 if dtype == torch.float64 else tl.float32
     cfg_kv, cfg_q = configs or BWD_CONFIGS[(D, causal)]
     reports = []
-    for kernel, cfg, n_out, held in ((attention_bwd_dkdv_kernel, cfg_kv, 3, "BLOCK_N"),
-                                     (attention_bwd_dq_kernel, cfg_q, 1, "BLOCK_M")):
+    kernels = ((attention_bwd_dkdv_kernel, cfg_kv, "BLOCK_N"), (attention_bwd_dq_kernel, cfg_q, "BLOCK_M"))
+    for kernel, cfg, held in kernels[:1] if dq_atomic else kernels:
         meta = {k: v for k, v in cfg.items() if k.startswith("BLOCK")}
         q_src, k_src = (f"tensordesc<{name}[{meta[b]}, {D}]>" if tma else ptr for b in ("BLOCK_M", "BLOCK_N"))
-        args = (q_src, k_src, k_src, q_src, stat, stat, *[ptr] * n_out, S, D ** -0.5)
-        flags = {"DQ_ATOMIC": False} if kernel is attention_bwd_dkdv_kernel else {}
+        if kernel is attention_bwd_dkdv_kernel:  # dK, dV, then dQ (fp32 and through a descriptor when atomic)
+            dq_out = (f"tensordesc<{stat[1:]}[{meta['BLOCK_M']}, {D}]>" if tma else stat) if dq_atomic else ptr
+            outs, flags = (ptr, ptr, dq_out), {"DQ_ATOMIC": dq_atomic}
+        else:
+            outs, flags = (ptr,), {}
+        args = (q_src, k_src, k_src, q_src, stat, stat, *outs, S, D ** -0.5)
         reports.append(compile_for_sm90(kernel, *args, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
                                         CAUSAL=causal, BOUNDS=S % meta[held] != 0, TMA=tma, D=D, ACC=acc,
                                         **flags, **meta))
