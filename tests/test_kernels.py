@@ -272,8 +272,9 @@ def test_plan_launches_the_compiled_kernel_with_new_leading_arguments():
 
 
 def test_repeated_calls_stay_correct():
-    """Third and later calls take the direct launch on a GPU: check them, with fresh inputs, with an
-    input whose data pointer is not 16-byte aligned, and with a changed size in between."""
+    """Third and later calls take the direct launch (AXPY, softmax and small attention: a launch plan) on a
+    GPU: check them, with fresh inputs, with an input whose data pointer is not 16-byte aligned, with a
+    non-contiguous one and with a changed size in between."""
     dt = torch.float32 if DEV == "cpu" else torch.float16
     for seed in range(4):
         n = 1000 if seed != 2 else 1003
@@ -291,6 +292,8 @@ def test_repeated_calls_stay_correct():
         q, k, v = (randn(1, 2, 77, 32, dtype=dt, seed=seed + i) for i in range(3))
         ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
         assert rel_err(K.attention(q, k, v), ref) < 3e-3
+        heads_last = q.transpose(1, 2).contiguous().transpose(1, 2)  # same values, not contiguous: no plan
+        assert rel_err(K.attention(heads_last, k, v), ref) < 3e-3
 
 
 def test_every_pinned_config_names_one_config_of_its_kernel():

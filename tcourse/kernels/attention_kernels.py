@@ -39,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import Tuned, cdiv, is_hopper, on_gpu
+from ._launch import Plans, Tuned, cdiv, current_device, is_hopper, on_gpu
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -200,17 +200,32 @@ def _check(q, k, v):
         raise TypeError("attention on a GPU takes fp16 or bf16")
 
 
+_PTR_PLANS = Plans()  # (shape, dtype, causal, scale, device, q/k/v/o 16-byte aligned) -> Plan, contiguous inputs
+
+
 def attention_ptr(q, k, v, causal=False, sm_scale=None, config: dict | None = None):
     """Pointer-load kernel (any GPU, CPU interpreter, any S)."""
     _check(q, k, v)
     B, H, S, D = q.shape
     qk_scale = (sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)) * 1.4426950408889634
-    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
-    o = q.new_empty((B, H, S, D))
+    planned = config is None and on_gpu(q) and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
+    if planned:  # a shape seen before: only the four pointers change (all strides follow from the shape)
+        o = torch.empty_like(q)
+        ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr())
+        pkey = (q.shape, q.dtype, causal, qk_scale, current_device(), *(not p & 15 for p in ptrs))
+        plan = _PTR_PLANS.get(pkey)
+        if plan is not None and plan(*ptrs):
+            return o
+    else:
+        q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+        o = q.new_empty((B, H, S, D))
     args = (q, k, v, o, H, S, qk_scale, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3])
     grid = lambda m: (cdiv(S, m["BM"]), B * H)  # noqa: E731
     if config is None and on_gpu(q):
-        attention_ptr_tuned.launch((S, D, causal, q.dtype), grid, *args, D=D, CAUSAL=causal)
+        key = (S, D, causal, q.dtype)
+        attention_ptr_tuned.launch(key, grid, *args, D=D, CAUSAL=causal)
+        if planned:
+            _PTR_PLANS.add(pkey, attention_ptr_tuned.plan(key, grid, *args, n_lead=4))
     else:
         config = config or {"BM": 32, "BN": 16}
         attention_fwd_kernel[grid(config)](*args, D=D, CAUSAL=causal, **config)
