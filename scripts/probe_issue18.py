@@ -271,19 +271,19 @@ BWD_Q = {64: _cfgs((128, 64, 4, 3), (64, 64, 4, 3), (128, 64, 8, 2), (128, 64, 8
          128: _cfgs((128, 64, 8, 3), (64, 32, 4, 4), (128, 32, 8, 3), (64, 32, 4, 3), (128, 64, 8, 2))}
 
 
-def bwd2() -> list:
-    """The chapter 10 backward after the rewrite (transposed dK/dV step, exp2, masks on diagonal blocks only,
-    a config per kernel): for pointer loads and for tensor descriptors, the dK/dV configs, then the dQ configs
-    with the best dK/dV one; then the best of each, head to head over more rounds. GPU time, beside SDPA."""
+def _bwd_problems(shape=(4, 32, 4096), device="cuda"):
+    """Per (D, causal) of the suite's backward shapes: ``(D, causal, timed)``, where ``timed(rows, label,
+    rounds, rep, **kw)`` checks ``attention_bwd(..., **kw)`` against SDPA's gradients, times the two (GPU time,
+    interleaved), appends a row labelled with D, causal, the variant and every config key, and returns our
+    median in us (inf when it failed or erred)."""
     import torch.nn.functional as F
 
     from tcourse.kernels import attention_bwd_kernels as AB
 
-    rows: list = []
+    B, H, S = shape
     for D in (64, 128):
         for causal in (False, True):
-            B, H, S = 4, 32, 4096
-            q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16) for _ in range(4))
+            q, k, v, do = (torch.randn(B, H, S, D, device=device, dtype=torch.float16) for _ in range(4))
             qr, kr, vr = (t.detach().requires_grad_() for t in (q, k, v))
             o_ref = F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
             o, lse = AB.attention_fwd(q, k, v, causal)
@@ -293,7 +293,7 @@ def bwd2() -> list:
                 return torch.autograd.grad(o_ref, (qr, kr, vr), do, retain_graph=True)
             gref = torch_bwd()
 
-            def timed(label, rounds=2, rep=25, **kw):
+            def timed(rows, label, rounds, rep, **kw):
                 def one():
                     g = AB.attention_bwd(do, q, k, v, o, lse, causal, **kw)
                     err = max(_rel(x, y) for x, y in zip(g, gref))
@@ -305,15 +305,25 @@ def bwd2() -> list:
                 r = rows[-1]
                 return r.get("ours_us", float("inf")) if r.get("err", 1) < 1e-2 else float("inf")
 
-            best = {}
-            for tma in (False, True):
-                kv = min(BWD_KV[D], key=lambda c: timed("dkdv sweep", dkdv=c, tma=tma))
-                best[tma] = (kv, min(BWD_Q[D], key=lambda c: timed("dq sweep", dkdv=kv, dq=c, tma=tma)))
-            for tma in (False, True):
-                timed("best, 4 rounds", rounds=4, rep=40, dkdv=best[tma][0], dq=best[tma][1], tma=tma)
-            rows.append({"D": D, "causal": causal, "best": {str(t): b for t, b in best.items()}})
-            del q, k, v, do, qr, kr, vr, o_ref, o, lse, gref
-            torch.cuda.empty_cache()
+            yield D, causal, timed
+            del q, k, v, do, qr, kr, vr, o_ref, o, lse, gref, timed
+            if device == "cuda":
+                torch.cuda.empty_cache()
+
+
+def bwd2() -> list:
+    """The chapter 10 backward after the rewrite (transposed dK/dV step, exp2, masks on diagonal blocks only,
+    a config per kernel): for pointer loads and for tensor descriptors, the dK/dV configs, then the dQ configs
+    with the best dK/dV one; then the best of each, head to head over more rounds. GPU time, beside SDPA."""
+    rows: list = []
+    for D, causal, timed in _bwd_problems():
+        best = {}
+        for tma in (False, True):
+            kv = min(BWD_KV[D], key=lambda c: timed(rows, "dkdv sweep", 2, 25, dkdv=c, tma=tma))
+            best[tma] = (kv, min(BWD_Q[D], key=lambda c: timed(rows, "dq sweep", 2, 25, dkdv=kv, dq=c, tma=tma)))
+        for tma in (False, True):
+            timed(rows, "best, 4 rounds", 4, 40, dkdv=best[tma][0], dq=best[tma][1], tma=tma)
+        rows.append({"D": D, "causal": causal, "best": {str(t): b for t, b in best.items()}})
     return rows
 
 
@@ -325,39 +335,12 @@ BWD_ATOMIC_KV = {64: _cfgs((64, 128, 8, 2), (64, 64, 4, 2), (64, 64, 4, 3), (32,
 
 def bwd3() -> list:
     """The two-kernel default against dQ by TMA reduce-add, per dK/dV config; GPU time, beside SDPA."""
-    import torch.nn.functional as F
-
-    from tcourse.kernels import attention_bwd_kernels as AB
-
     rows: list = []
-    for D in (64, 128):
-        for causal in (False, True):
-            B, H, S = 4, 32, 4096
-            q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16) for _ in range(4))
-            qr, kr, vr = (t.detach().requires_grad_() for t in (q, k, v))
-            o_ref = F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
-            o, lse = AB.attention_fwd(q, k, v, causal)
-            flops = 2.5 * 4 * B * H * S * S * D / (2 if causal else 1)
-
-            def torch_bwd():
-                return torch.autograd.grad(o_ref, (qr, kr, vr), do, retain_graph=True)
-            gref = torch_bwd()
-
-            def timed(label, rounds=3, **kw):
-                def one():
-                    g = AB.attention_bwd(do, q, k, v, o, lse, causal, **kw)
-                    err = max(_rel(x, y) for x, y in zip(g, gref))
-                    return {"err": err, **_cmp(lambda: AB.attention_bwd(do, q, k, v, o, lse, causal, **kw), torch_bwd,
-                                               flops=flops, rounds=rounds, rep=30)}
-                _guard(rows, {"D": D, "causal": causal, "variant": label,
-                              **{f"dkdv_{key}": val for key, val in (kw.get("dkdv") or {}).items()}}, one)
-
-            timed("default (two kernels, TMA)")
-            for c in BWD_ATOMIC_KV[D]:
-                timed("dq by TMA reduce", dkdv=c, dq_atomic=True)
-            timed("default again")
-            del q, k, v, do, qr, kr, vr, o_ref, o, lse, gref
-            torch.cuda.empty_cache()
+    for D, causal, timed in _bwd_problems():
+        timed(rows, "default (two kernels, TMA)", 3, 30)
+        for c in BWD_ATOMIC_KV[D]:
+            timed(rows, "dq by TMA reduce", 3, 30, dkdv=c, dq_atomic=True)
+        timed(rows, "default again", 3, 30)
     return rows
 
 
