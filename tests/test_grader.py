@@ -287,6 +287,22 @@ def test_forged_or_malformed_records_are_errors(tmp_path, record, array):
     assert r.status == "error" and "评分数据无效" in r.message
 
 
+def test_a_call_without_launches_is_called_a_cached_result_when_its_siblings_launched(tmp_path):
+    """A function that returns kept results launches nothing on a shape it has seen; with secret sizes that
+    happens on any case, not only the repeated one. When other cases of the same function launched, the
+    verdict names the cache; when none did (or their records are missing or forged), the missing kernel."""
+    ex = registry.get("ex01_axpy")
+    planned = make_plan(ex, ex.cases_for("cpu", 3), 3, tmp_path, "cpu")
+    pc, other = planned[1], planned[0]
+    (tmp_path / f"{pc.id}.json").write_text(json.dumps({"launches": 0, "error": None}), encoding="utf-8")
+    for launches, siblings, words in ((2, [other.id], "缓存"), (0, [other.id], "没有启动任何 Triton kernel"),
+                                      ("2", [other.id], "没有启动任何 Triton kernel"),
+                                      (2, [], "没有启动任何 Triton kernel")):
+        (tmp_path / f"{other.id}.json").write_text(json.dumps({"launches": launches}), encoding="utf-8")
+        r = compare.judge(ex, pc, tmp_path, tmp_path / "replay_out", "cpu", siblings)
+        assert r.status == "failed" and words in r.message, (launches, siblings, r.message)
+
+
 def test_gpu_plan_holds_exact_bf16_inputs(tmp_path):
     for ex_id in GRADED:
         ex = registry.get(ex_id)
