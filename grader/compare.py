@@ -144,11 +144,11 @@ def check_output(buf: np.ndarray, ref: np.ndarray, spec, dtype: str, tol, where:
 
 
 def judge(ex: Exercise, pc: PlannedCase, workdir: Path, replay_out: Path, device: str,
-          siblings: list[str] = ()) -> TestResult:
+          others: list[PlannedCase] = ()) -> TestResult:
     """Verdict for a case whose harness cell ran (the caller handles timeouts and crashes).
 
-    ``replay_out``: the replay's folder (:mod:`grader.replay` wrote it). ``siblings``: ids of the other
-    cases that call the same function (a call that launched nothing, when they did, returned a kept result)."""
+    ``replay_out``: the replay's folder (:mod:`grader.replay` wrote it). ``others``: the cases whose calls
+    have run (those of the same function tell a call that launched nothing because it returned a kept result)."""
     case = pc.case
     vis = "hidden" if case.hidden else "visible"
     mk = lambda status, msg, pts=0.0: TestResult(case.name, status, pts, case.points, msg, vis)  # noqa: E731
@@ -157,25 +157,27 @@ def judge(ex: Exercise, pc: PlannedCase, workdir: Path, replay_out: Path, device
             return _judge_python(ex, pc, workdir, mk)
         if case.mode == "perf":
             return _judge_perf(pc, workdir, replay_out, mk)
-        return _judge_tensor(ex, pc, workdir, replay_out, device, mk, siblings)
+        return _judge_tensor(ex, pc, workdir, replay_out, device, mk, others)
     except BadRecord as e:
         return mk("error", f"评分数据无效（{e}）：是否有代码改动或删除了评分用的文件？")
     except Exception as e:  # a fault of the grader's own reference: this case only, said plainly
         return mk("error", f"评分器计算参考结果时出错（不是你的错，请告诉老师）：{type(e).__name__}: {str(e)[:200]}")
 
 
-def _launched_in(workdir: Path, ids) -> bool:
-    """Whether any of these cases' records says its call launched a Triton kernel."""
-    for cid in ids:
+def _launched_elsewhere(workdir: Path, pc: PlannedCase, others) -> bool:
+    """Whether the record of another case of ``pc``'s function says its call launched a Triton kernel."""
+    for o in others:
+        if o is pc or o.case.func != pc.case.func or o.case.mode == "python":
+            continue
         try:
-            if _record(workdir / f"{cid}.json", {"launches": int})["launches"] > 0:
+            if _record(workdir / f"{o.id}.json", {"launches": int})["launches"] > 0:
                 return True
         except BadRecord:  # missing or malformed: that case's own verdict says so
             continue
     return False
 
 
-def _judge_tensor(ex, pc, workdir, replay_out, device, mk, siblings=()) -> TestResult:
+def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestResult:
     case = pc.case
     rec = _record(workdir / f"{pc.id}.json", {"launches": int})
     where = ", ".join(f"{o.name} {tuple(o.shape)}" for o in case.outputs) + f", {case.dtype}"
@@ -189,7 +191,7 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk, siblings=()) -> TestR
     if rec.get("launches2") == 0 and rec["launches"] > 0:
         return mk("failed", "用同一批张量换上新数据再调用一次，你的函数没有启动任何 kernel，返回的是上一次缓存的结果："
                             "每次调用都要重新计算（不要按指针、id 或形状缓存结果）。")
-    if rec["launches"] == 0 and _launched_in(workdir, siblings):  # a shape (or pointer) it had seen in another call
+    if rec["launches"] == 0 and _launched_elsewhere(workdir, pc, others):  # a shape (or pointer) it had seen in another call
         return mk("failed", "这次调用没有启动任何 kernel，可同一个函数在别的测试里启动过：它返回的是以前算好、缓存起来的结果"
                             "（按形状、指针或 id 缓存？）。每次调用都要重新计算。")
     if rec["launches"] == 0:

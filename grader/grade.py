@@ -202,8 +202,7 @@ def _verdicts(ex, planned, run: execute.Execution, rp: execute.Replay, root: Pat
         elif pc.case.mode != "python" and pc.id not in rp.done and rp.budget_exceeded:
             tests.append(mk("timeout", "整份作业的时间预算用完了，这个测试的重放没有运行。"))
         else:
-            siblings = [o.id for o in planned if o is not pc and o.case.func == pc.case.func and o.case.mode != "python"]
-            tests.append(compare.judge(ex, pc, workdir, replay_out, device, siblings))
+            tests.append(compare.judge(ex, pc, workdir, replay_out, device, planned))
         if pc.case.mode != "perf" and tests[-1].status != "passed":
             correct_so_far = False
     return tests

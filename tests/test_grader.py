@@ -295,9 +295,9 @@ def test_a_call_without_launches_is_called_a_cached_result_when_its_siblings_lau
     planned = make_plan(ex, ex.cases_for("cpu", 3), 3, tmp_path, "cpu")
     pc, other = planned[1], planned[0]
     (tmp_path / f"{pc.id}.json").write_text(json.dumps({"launches": 0, "error": None}), encoding="utf-8")
-    for launches, siblings, words in ((2, [other.id], "缓存"), (0, [other.id], "没有启动任何 Triton kernel"),
-                                      ("2", [other.id], "没有启动任何 Triton kernel"),
-                                      (2, [], "没有启动任何 Triton kernel")):
+    for launches, siblings, words in ((2, [pc, other], "缓存"), (0, [pc, other], "没有启动任何 Triton kernel"),
+                                      ("2", [pc, other], "没有启动任何 Triton kernel"),
+                                      (2, [pc], "没有启动任何 Triton kernel")):
         (tmp_path / f"{other.id}.json").write_text(json.dumps({"launches": launches}), encoding="utf-8")
         r = compare.judge(ex, pc, tmp_path, tmp_path / "replay_out", "cpu", siblings)
         assert r.status == "failed" and words in r.message, (launches, siblings, r.message)
