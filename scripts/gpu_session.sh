@@ -67,6 +67,9 @@ for step in "${steps[@]}"; do
     fwd2)  # the pipelined Gluon attention: correctness first, in a time limit (hand-written barriers can hang)
       run probe_fwd2check timeout 120 python3 scripts/probe_issue18.py fwd2check
       grep -q "'ok': False" results/h200/logs/probe_fwd2check.log || run probe_fwd2 timeout 420 python3 scripts/probe_issue18.py fwd2 ;;
+    gbwd)  # the Gluon backward: correctness first, time-limited (hand-written barriers can hang), then timing
+      run probe_gbwdcheck timeout 150 python3 scripts/probe_issue18.py gbwdcheck
+      grep -q "'ok': False" results/h200/logs/probe_gbwdcheck.log || run probe_gbwd timeout 300 python3 scripts/probe_issue18.py gbwd ;;
     probe) run probe_issue18 timeout 470 python3 scripts/probe_issue18.py host matmul fp8 bwd2 fwd ;;
     bwd-test) bwd_test ;;
     bwd2) bwd_test; run probe_bwd2 timeout 400 python3 scripts/probe_issue18.py bwd2 ;;  # its GPU test, then the config sweep

@@ -337,10 +337,69 @@ def bwd3() -> list:
     """The two-kernel default against dQ by TMA reduce-add, per dK/dV config; GPU time, beside SDPA."""
     rows: list = []
     for D, causal, timed in _bwd_problems():
-        timed(rows, "default (two kernels, TMA)", 3, 30)
+        timed(rows, "default (two kernels, TMA)", 3, 30, gluon=False)
         for c in BWD_ATOMIC_KV[D]:
             timed(rows, "dq by TMA reduce", 3, 30, dkdv=c, dq_atomic=True)
-        timed(rows, "default again", 3, 30)
+        timed(rows, "default again", 3, 30, gluon=False)
+    return rows
+
+
+# Session 9: the one-kernel Gluon backward (gluon_attention_bwd): 2 consumer warpgroups x 64 keys, a TMA
+# loader, dQ by TMA reduce-add (with DQ_SPLIT each consumer owns half of dQ's columns).
+def _gbwd_cases():
+    """(B, H, S, D, causal, dtype): one program per head, several key blocks, both head dims."""
+    for dt in (torch.float16, torch.bfloat16):
+        for causal in (False, True):
+            yield 1, 2, 128, 64, causal, dt
+            yield 2, 3, 512, 128, causal, dt
+            yield 1, 4, 1024, 64, causal, dt
+            yield 1, 2, 2048, 128, causal, dt
+
+
+GBWD_ALT = {64: ({"STAGES": 3}, {"AHEAD": True}, {"AHEAD": True, "STAGES": 3}),
+            128: ({"STAGES": 2}, {"AHEAD": True}, {"AHEAD": True, "STAGES": 2})}
+
+
+def gbwdcheck() -> list:
+    """Gradients of the Gluon backward against fp32 SDPA's (hand-written barriers: run first, time-limited)."""
+    import torch.nn.functional as F
+
+    from tcourse.kernels import attention_bwd_kernels as AB
+
+    rows = []
+    for B, H, S, D, causal, dt in _gbwd_cases():
+        q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=dt) for _ in range(4))
+        qr, kr, vr = (t.float().requires_grad_() for t in (q, k, v))
+        ref = torch.autograd.grad(F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal), (qr, kr, vr),
+                                  do.float())
+        o, lse = AB.attention_fwd(q, k, v, causal)
+        for cfg in (None, *GBWD_ALT[D]):
+            t = time.time()
+            try:
+                g = AB.attention_bwd(do, q, k, v, o, lse, causal, gluon=True, gluon_config=cfg)
+                torch.cuda.synchronize()
+                errs = [_rel(x, y) for x, y in zip(g, ref)]
+                tri = AB.attention_bwd(do, q, k, v, o, lse, causal)
+                rows.append({"B": B, "H": H, "S": S, "D": D, "causal": causal, "dtype": str(dt)[6:], "cfg": cfg,
+                             "rel_err_dq_dk_dv": errs, "triton_rel_err": [_rel(x, y) for x, y in zip(tri, ref)],
+                             "ok": max(errs) < 2e-2, "s": round(time.time() - t, 1)})
+            except Exception as e:  # noqa: BLE001
+                rows.append({"B": B, "H": H, "S": S, "D": D, "causal": causal, "cfg": cfg, "ok": False,
+                             "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            print(" ", rows[-1], flush=True)
+    return rows
+
+
+def gbwd() -> list:
+    """The Gluon backward (its config and the alternatives) against the two-kernel Triton default, beside
+    SDPA's backward; GPU time, B4 H32 S4096 fp16."""
+    rows: list = []
+    for D, causal, timed in _bwd_problems():
+        timed(rows, "triton (two kernels, TMA)", 3, 30, gluon=False)
+        timed(rows, "gluon", 3, 30, gluon=True)
+        for cfg in GBWD_ALT[D]:
+            timed(rows, f"gluon {cfg}", 3, 30, gluon=True, gluon_config=cfg)
+        timed(rows, "gluon again", 3, 30, gluon=True)
     return rows
 
 
@@ -474,7 +533,8 @@ def fwd2() -> list:
     return rows
 
 
-PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2}
+PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
+         "gbwdcheck": gbwdcheck, "gbwd": gbwd}
 
 
 def main(argv: list[str]) -> int:

@@ -165,11 +165,24 @@ def test_attention_backward_gpu(D):
         qd, kd, vd = (t.double().requires_grad_() for t in (q, k, v))
         ref = torch.autograd.grad(F.scaled_dot_product_attention(qd, kd, vd, is_causal=causal), (qd, kd, vd), do.double())
         o, lse = ab.attention_fwd(q, k, v, causal)
-        # S=512: descriptors by default on Hopper (dQ by atomics: one TMA reduce-add per block), S=300 pointers
-        for kw in ({}, {"tma": False}, {"dq_atomic": True}, {"dq_atomic": True, "tma": False}):
+        # S=512: descriptors by default on Hopper (dQ by atomics: one TMA reduce-add per block), S=300 pointers;
+        # the one-kernel Gluon backward where Gluon and S allow it (dQ split by columns, or by keys)
+        cfgs = [None, {"DQ_SPLIT": False, "STAGES": 2}] if D == 128 else [None]  # 3 stages unsplit do not fit
+        gluon = [{"gluon": True, "gluon_config": cfg} for cfg in cfgs
+                 if ab._gluon_bwd() is not None and ab.is_hopper(q) and S % 128 == 0]
+        for kw in ({}, {"tma": False}, {"dq_atomic": True}, {"dq_atomic": True, "tma": False}, *gluon):
             got = ab.attention_bwd(do, q, k, v, o, lse, causal, **kw)
             for name, g, r in zip(("dq", "dk", "dv"), got, ref):
                 assert g.dtype == torch.float16 and rel_err(g, r) < 1e-2, (name, S, D, causal, kw)
+    # the default dispatch at a length where the Gluon backward serves (D128, D64 causal on Hopper)
+    causal = D == 64
+    q, k, v, do = (randn(1, 2, 4096, D, dtype=torch.float16, seed=50 + i) for i in range(4))
+    qr, kr, vr = (t.float().requires_grad_() for t in (q, k, v))
+    ref = torch.autograd.grad(F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal), (qr, kr, vr), do.float())
+    o, lse = ab.attention_fwd(q, k, v, causal)
+    assert ab._gluon_measured_faster(q, causal, None, None, False, None) == (ab._gluon_bwd() is not None and ab.is_hopper(q))
+    for name, g, r in zip(("dq", "dk", "dv"), ab.attention_bwd(do, q, k, v, o, lse, causal), ref):
+        assert rel_err(g, r) < 1e-2, (name, D, causal)
 
 
 class _FakeCompiled:

@@ -189,6 +189,49 @@ def test_attention_backward_compiles_for_sm90(causal):
         assert "mma.sync.aligned.m8n8k4.row.col.f64" in rep.asm["ptx"]  # float64 tensor-core MMA, not float32
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_gluon_attention_backward_compiles_for_sm90(causal):
+    """The one-kernel Gluon backward: three partitions, dQ leaving by TMA reduce-add, within the shared
+    memory ``supports`` counts; no spills at D=64 (at D=128 ptxas spills a few hundred bytes, on file)."""
+    G = pytest.importorskip("tcourse.kernels.gluon_attention_bwd")
+    for D in (64, 128):
+        rep = G.compile_sm90(S=1024, D=D, causal=causal)
+        assert "ttg.warp_specialize" in rep.asm["ttgir"] and "wgmma.mma_async" in rep.asm["ptx"]
+        assert "cp.reduce.async.bulk.tensor" in rep.asm["ptx"]
+        assert rep.fits_sm90 and rep.shared_bytes <= G.smem_bytes(D) <= rep.shared_bytes + 1024
+        assert D == 128 or rep.spills == 0, (D, rep.spills)
+
+
+def test_attention_backward_dispatches_to_gluon_where_it_measured_faster(monkeypatch):
+    """By default the one-kernel Gluon backward serves (D, causal) in GLUON_BWD_WINS from S = 4096 on, on
+    Hopper; an explicit Triton option (configs, dq_atomic, tma) keeps the two Triton kernels."""
+    class FakeGluon:
+        @staticmethod
+        def supports(q, causal, config=None):
+            return q.shape[2] % 128 == 0
+
+    monkeypatch.setattr(ab, "_gluon_bwd", lambda: FakeGluon)
+    monkeypatch.setattr(ab, "is_hopper", lambda q: True)
+
+    def picks(S, D, causal, **kw):
+        return ab._gluon_measured_faster(torch.empty(1, 1, S, D), causal, kw.get("dkdv"), kw.get("dq"),
+                                         kw.get("dq_atomic", False), kw.get("tma"))
+    assert picks(4096, 128, False) and picks(8192, 64, True)
+    assert not picks(4096, 128, True) and not picks(4096, 64, False) and not picks(2048, 128, False)
+    assert not picks(4096 + 64, 128, False)  # S not a multiple of 128: the kernel does not take it
+    assert not picks(4096, 128, False, dkdv={"BLOCK_M": 32}) and not picks(4096, 128, False, dq_atomic=True)
+    assert not picks(4096, 128, False, tma=True)
+    monkeypatch.setattr(ab, "is_hopper", lambda q: False)
+    assert not picks(4096, 128, False)
+
+
+def test_gluon_attention_backward_is_refused_off_hopper():
+    q, k, v, do = (torch.randn(1, 2, 128, 64, dtype=torch.float16) for _ in range(4))
+    o, lse = ab.attention_fwd(q.float(), k.float(), v.float())
+    with pytest.raises(ValueError, match="gluon=True needs Gluon, a Hopper GPU"):
+        ab.attention_bwd(do, q, k, v, o.half(), lse, gluon=True)
+
+
 def test_attention_backward_rejects_bad_input():
     q = torch.randn(1, 1, 32, 16)
     with pytest.raises(ValueError, match="multiple"):

@@ -304,13 +304,45 @@ def _sources(ts, block: int, tma: bool) -> list:
             for t in ts]
 
 
-def attention_bwd(do, q, k, v, o, lse, causal=False, sm_scale=None, dkdv=None, dq=None, dq_atomic=False, tma=None):
+_GLUON: list = []
+# (head dim, causal) where the one-kernel Gluon backward measured faster than these two kernels on the H200,
+# at B4 H32 S4096 fp16 (results/h200/issue18/gbwd_run2.json, gbwd_run3.json): D128 0.85-0.86x SDPA against
+# 0.74-0.76x, causal D64 0.97-0.99x against 0.93x. Causal D128 was slower (0.73 against 0.80), plain D64 a tie;
+# shorter S was not measured (fewer query blocks per program to spread its start-up over), so S >= 4096.
+GLUON_BWD_WINS = {(128, False), (64, True)}
+GLUON_BWD_MIN_S = 4096
+
+
+def _gluon_bwd():
+    """``gluon_attention_bwd`` (the one-kernel Hopper backward), or None where this Triton has no Gluon."""
+    if not _GLUON:
+        try:
+            from . import gluon_attention_bwd
+        except Exception:  # noqa: BLE001 - a Triton without (this) Gluon: the Triton kernels serve
+            gluon_attention_bwd = None
+        _GLUON.append(gluon_attention_bwd)
+    return _GLUON[0]
+
+
+def _gluon_measured_faster(q, causal, dkdv, dq, dq_atomic, tma) -> bool:
+    """The default dispatch: the Gluon backward where it measured faster, unless a Triton option was asked for."""
+    if dkdv or dq or dq_atomic or tma is not None or not is_hopper(q):
+        return False
+    S, D = q.shape[2], q.shape[3]
+    G = _gluon_bwd() if (D, bool(causal)) in GLUON_BWD_WINS and S >= GLUON_BWD_MIN_S else None
+    return G is not None and G.supports(q, causal)
+
+
+def attention_bwd(do, q, k, v, o, lse, causal=False, sm_scale=None, dkdv=None, dq=None, dq_atomic=False, tma=None,
+                  gluon=None, gluon_config=None):
     """``(dq, dk, dv)`` for ``o = softmax(q k^T * sm_scale) v`` from the forward's ``o`` and ``lse``.
 
     ``dkdv`` and ``dq`` override the two kernels' launch configs (``BLOCK_M``, ``BLOCK_N``, ``num_warps``,
     ``num_stages``). ``dq_atomic``: the dK/dV kernel also adds each block's dQ into an fp32 buffer with
     atomics, and the dQ kernel is not launched (fewer matmuls, an order of summation that varies).
-    ``tma``: read through tensor descriptors (default: on Hopper, fp16/bf16, S a multiple of every block)."""
+    ``tma``: read through tensor descriptors (default: on Hopper, fp16/bf16, S a multiple of every block).
+    ``gluon``: the one-kernel Gluon backward (``gluon_attention_bwd``, Hopper, fp16/bf16, S % 128 == 0); by
+    default where it measured faster (``GLUON_BWD_WINS``), False for the two Triton kernels."""
     _check(q, k, v, o, do)
     if lse.shape != q.shape[:3]:
         raise ValueError(f"lse must have shape (B, H, S) = {tuple(q.shape[:3])}, got {tuple(lse.shape)}")
@@ -320,7 +352,15 @@ def attention_bwd(do, q, k, v, o, lse, causal=False, sm_scale=None, dkdv=None, d
     scale = _scale(q, sm_scale)
     acc = acc_dtype(q)
     delta = torch.empty((B, H, S), dtype=_stat_dtype(q), device=q.device)
+    if gluon is None:
+        gluon = _gluon_measured_faster(q, causal, dkdv, dq, dq_atomic, tma)
+    G = _gluon_bwd() if gluon else None
+    if gluon and (G is None or not is_hopper(q) or not G.supports(q, causal, gluon_config)):
+        raise ValueError(f"gluon=True needs Gluon, a Hopper GPU and fp16/bf16 inputs with S % 128 == 0 and D 64 or "
+                         f"128 (DQ_SPLIT: D 128); got {tuple(q.shape)} {q.dtype} on {q.device}")
     attention_bwd_delta_kernel[(cdiv(B * H * S, 64),)](o, do, delta, B * H * S, D=D, BLOCK_M=64, ACC=acc)
+    if gluon:
+        return G.attention_bwd(do, q, k, v, lse, delta, scale, causal, gluon_config)
     bounds_kv, bounds_q = S % cfg_kv["BLOCK_N"] != 0, S % cfg_q["BLOCK_M"] != 0
     if tma is None:
         tma = (TensorDescriptor is not None and is_hopper(q) and q.dtype in (torch.float16, torch.bfloat16)

@@ -117,7 +117,7 @@ def _layout(block, dtype):
 def _layout_of(block: tuple, dtype):
     # NVMMASharedLayout.get_default_for takes 16 us a call on the laptop (the swizzle is worked out in Python);
     # the layout is a frozen dataclass, so one object per (block, dtype) serves every descriptor
-    return gl.NVMMASharedLayout.get_default_for(list(block), _GL_DTYPE[dtype])
+    return gl.NVMMASharedLayout.get_default_for(list(block), {**_GL_DTYPE, torch.float32: gl.float32}[dtype])
 
 
 def descriptors(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, BM: int, BN: int, BK: int):
@@ -147,7 +147,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torc
 def descriptor_type(block: list[int], dtype: torch.dtype) -> str:
     """The type string a launch gives a Gluon descriptor argument (Triton 3.6 and 3.9 parse the same form):
     element type, block shape and the shared-memory layout."""
-    name = {torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype]
+    name = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}[dtype]
     return f"tensordesc<{name}[{','.join(map(str, block))}],{_layout(block, dtype)!r}>"
 
 

@@ -1,0 +1,402 @@
+"""Attention backward in Gluon for Hopper, one kernel the way FlashAttention-3 does it.
+
+The Triton backward (``attention_bwd_kernels``, chapter 10) runs two kernels and seven matrix multiplies
+per block pair, because each gradient is written by one program. Here one program owns BN = 128 keys of
+one head, split between two consumer warpgroups of 64 keys each, and walks over the query blocks that see
+them; a 1-warp loader streams ``Q_i`` and ``dO_i`` through a ``STAGES``-deep ring of shared memory. For
+query block i a consumer computes, as asynchronous wgmma:
+
+    S^T = K Q_i^T      dP^T = V dO_i^T      P^T = exp2(S^T * scale * log2 e - lse_i * log2 e)
+    dS^T = P^T * (dP^T - delta_i) * scale   dV += P^T dO_i      dK += dS^T Q_i
+
+P^T and dS^T stay in registers as the left operand of the last two. dQ_i needs the sum over all 128 keys:
+both consumers write their half of dS^T to shared memory, and with ``DQ_SPLIT`` each then multiplies the
+whole ``dS_i`` (128 keys) by its half of K's columns (dQ_i's columns ``c * D/2 ..``), so the two halves of
+dQ_i leave the program once, added into an fp32 buffer by one TMA reduce-add each
+(``cp.reduce.async.bulk.tensor``). Without ``DQ_SPLIT`` each consumer adds its own keys' share of all D
+columns: no wait for the other warpgroup, twice the reduce traffic. The fp32 buffer is cast to the
+input dtype afterwards.
+
+Limits: fp16/bf16, (B, H, S, D) contiguous, S a multiple of BN = 128 and BM, D 64 or 128; with
+``DQ_SPLIT`` D/2 columns of K must be one shared-memory swizzle slab (D = 128). No interpreter:
+:func:`compile_sm90` compiles it offline.
+"""
+from __future__ import annotations
+
+import torch
+from triton._C.libtriton import ir
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma, warpgroup_mma, \
+    warpgroup_mma_wait
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from ..compile_info import H100_SMEM_LIMIT
+from .gluon_attention import CONSUMER_REGS, LOADER_REGS, LOADER_WARPS, LOG2E
+from .gluon_matmul import _GL_DTYPE, _layout, _tma_load, descriptor_type
+
+
+@builtin
+def _tma_add_36(tensor_desc, coord, src, _semantic=None):
+    """TMA reduce-add of a shared-memory tile into global memory (Triton 3.6 has the op, not the wrapper)."""
+    coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+    _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord, src.handle)
+
+
+LOG2E_C = gl.constexpr(LOG2E)  # lse is a natural log; the kernel works in base 2
+_tma_add = getattr(tma, "async_atomic_add", None) or _tma_add_36  # Triton 3.9 names it async_atomic_add
+
+
+@gluon.jit
+def _program(S, BH, BN: gl.constexpr, BM: gl.constexpr, CAUSAL):
+    """Program -> (first key row, batch*head, first query row, query blocks). The key blocks of one head
+    are neighbours in the grid, so the programs that run at once share their heads' Q, dO and dQ in L2
+    (heads as the fast index made the dQ reduce-adds and the Q/dO reads go to DRAM: 60% of its bandwidth)."""
+    pid = gl.program_id(0)
+    n_kb = S // BN
+    n0 = (pid % n_kb) * BN
+    bh = pid // n_kb
+    start = n0 if CAUSAL else 0  # queries before n0 see none of these keys
+    return n0, bh, start, (S - start) // BM
+
+
+@gluon.jit
+def _loader(q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_smem, q_bufs, do_bufs, lse_bufs,
+            delta_bufs, kv_ready, q_ready, q_empty, S, BH, CAUSAL):
+    BN: gl.constexpr = k_smem.shape[0]
+    BM: gl.constexpr = q_bufs.shape[1]
+    STAGES: gl.constexpr = q_bufs.shape[0]
+    n0, bh, start, n_steps = _program(S, BH, BN, BM, CAUSAL)
+    row = bh * S
+    mbarrier.expect(kv_ready, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    _tma_load(k_desc, [row + n0, 0], kv_ready, k_smem)
+    _tma_load(v_desc, [row + n0, 0], kv_ready, v_smem)
+    for i in range(n_steps):
+        s = i % STAGES
+        mbarrier.wait(q_empty.index(s), ((i // STAGES) & 1) ^ 1)  # a fresh barrier passes parity 1
+        mbarrier.expect(q_ready.index(s), q_desc.block_type.nbytes + do_desc.block_type.nbytes
+                        + lse_desc.block_type.nbytes + delta_desc.block_type.nbytes)
+        r = row + start + i * BM
+        _tma_load(q_desc, [r, 0], q_ready.index(s), q_bufs.index(s))
+        _tma_load(do_desc, [r, 0], q_ready.index(s), do_bufs.index(s))
+        _tma_load(lse_desc, [r], q_ready.index(s), lse_bufs.index(s))
+        _tma_load(delta_desc, [r], q_ready.index(s), delta_bufs.index(s))
+
+
+@gluon.jit
+def _scores(i, bufs, q_ready, STAGES: gl.constexpr):
+    """Wait for Q_i and dO_i, then issue ``S^T = K Q_i^T`` and ``dP^T = V dO_i^T`` (asynchronous)."""
+    k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
+    KB: gl.constexpr = k_c.shape[0]
+    BM: gl.constexpr = q_bufs.shape[1]
+    st_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BM, 16])
+    s = i % STAGES
+    mbarrier.wait(q_ready.index(s), (i // STAGES) & 1)
+    st_zero = gl.zeros([KB, BM], gl.float32, st_layout)
+    st_tok = warpgroup_mma(k_c, q_bufs.index(s).permute((1, 0)), st_zero, use_acc=False, is_async=True)
+    dpt_tok = warpgroup_mma(v_c, do_bufs.index(s).permute((1, 0)), st_zero, use_acc=False, is_async=True)
+    return st_tok, dpt_tok
+
+
+@gluon.jit
+def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready, ds_free, n0, start, key0, qk_scale, sm_scale,
+           CAUSAL, STAGES: gl.constexpr):
+    """From query block i's scores to its three gradient multiplies, issued asynchronously (dV, dK, dQ).
+    ``ds_all`` / ``ds_mine``: dS^T buffer i % 2, all 128 keys and this consumer's 64."""
+    k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
+    KB: gl.constexpr = k_c.shape[0]
+    D: gl.constexpr = k_c.shape[1]
+    BN: gl.constexpr = ds_all.shape[0]
+    BM: gl.constexpr = q_bufs.shape[1]
+    DQ_N: gl.constexpr = dq_smem.shape[1]
+    DQ_SPLIT: gl.constexpr = k_dq.shape[0] == BN  # K's column half (all keys), else this consumer's rows
+    dtype: gl.constexpr = k_c.dtype
+    st_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BM, 16])
+    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
+    dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, DQ_N, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=kv_layout, k_width=2)
+    col_layout: gl.constexpr = gl.SliceLayout(0, st_layout)
+    s = i % STAGES
+    m0 = start + i * BM
+    q_s = q_bufs.index(s)
+    do_s = do_bufs.index(s)
+    lse2 = lse_bufs.index(s).load(col_layout) * LOG2E_C
+    st = warpgroup_mma_wait(1, deps=[st_tok])
+    pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
+    if CAUSAL:
+        if m0 < n0 + BN:  # only the query blocks that cross the diagonal are masked
+            cols = m0 + gl.arange(0, BM, layout=col_layout)
+            keys = n0 + key0 + gl.arange(0, KB, layout=gl.SliceLayout(1, st_layout))
+            pt = gl.where(gl.expand_dims(cols, 0) >= gl.expand_dims(keys, 1), pt, 0.0)
+    delta = delta_bufs.index(s).load(col_layout)
+    dpt = warpgroup_mma_wait(0, deps=[dpt_tok])
+    dst = (pt * (dpt - gl.expand_dims(delta, 0)) * sm_scale).to(dtype)
+    pt_op = gl.convert_layout(pt.to(dtype), a_layout)
+    ds_op = gl.convert_layout(dst, a_layout)
+    # dS^T into shared memory for dQ; with DQ_SPLIT the other consumer reads it too, so the buffer is free
+    # only when both have finished their dQ multiply of two steps ago (a fresh barrier passes parity 1)
+    if DQ_SPLIT:
+        mbarrier.wait(ds_free, ((i // 2) & 1) ^ 1)
+    ds_mine.store(dst)
+    fence_async_shared()
+    dv_tok = warpgroup_mma(pt_op, do_s, dv, is_async=True)
+    dk_tok = warpgroup_mma(ds_op, q_s, dk, is_async=True)
+    dq_zero = gl.zeros([BM, DQ_N], gl.float32, dq_layout)
+    if DQ_SPLIT:  # all 128 keys of dS_i times this consumer's columns of K
+        mbarrier.arrive(ds_ready, count=1)
+        mbarrier.wait(ds_ready, (i // 2) & 1)
+        dq_tok = warpgroup_mma(ds_all.permute((1, 0)), k_dq, dq_zero, use_acc=False, is_async=True)
+    else:  # this consumer's keys of dS_i times its rows of K
+        dq_tok = warpgroup_mma(ds_mine.permute((1, 0)), k_dq, dq_zero, use_acc=False, is_async=True)
+    return dv_tok, dk_tok, dq_tok, pt_op, ds_op
+
+
+@gluon.jit
+def _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES: gl.constexpr):
+    """Query block i's multiplies are done: release its Q/dO stage (and dS^T buffer), add dQ_i into the
+    fp32 buffer by TMA reduce."""
+    k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
+    BM: gl.constexpr = q_bufs.shape[1]
+    DQ_SPLIT: gl.constexpr = k_dq.shape[0] != k_c.shape[0]
+    mbarrier.arrive(q_empty.index(i % STAGES), count=1)
+    if DQ_SPLIT:
+        mbarrier.arrive(ds_free, count=1)
+    tma.store_wait(0)  # the previous reduce-add has read dq_smem
+    dq_smem.store(dq)
+    fence_async_shared()
+    _tma_add(dq_desc, [bh * S + start + i * BM, dq_col], dq_smem)
+
+
+@gluon.jit
+def _step(i, dk, dv, bufs, ds_all, ds_mine, q_ready, q_empty, ds_ready, ds_free, dq_desc, n0, bh, start, key0,
+          dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES: gl.constexpr):
+    """Query block i, one stage after the other: its scores, its three gradient multiplies, its dQ."""
+    st_tok, dpt_tok = _scores(i, bufs, q_ready, STAGES)
+    dv_tok, dk_tok, dq_tok, pt_op, ds_op = _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready,
+                                                  ds_free, n0, start, key0, qk_scale, sm_scale, CAUSAL, STAGES)
+    dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok, dq_tok, pt_op, ds_op])
+    _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES)
+    return dk, dv
+
+
+@gluon.jit
+def _step_ahead(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, q_ready, q_empty, ds_ready, ds_free, dq_desc, n0,
+                bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES: gl.constexpr):
+    """Query block i, whose scores were issued by the step before; issues block i + 1's scores before
+    waiting for its own gradient multiplies, so they run on the tensor cores while dQ_i leaves."""
+    dv_tok, dk_tok, dq_tok, pt_op, ds_op = _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready,
+                                                  ds_free, n0, start, key0, qk_scale, sm_scale, CAUSAL, STAGES)
+    st_tok, dpt_tok = _scores(i + 1, bufs, q_ready, STAGES)
+    dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(2, deps=[dv_tok, dk_tok, dq_tok, pt_op, ds_op])
+    _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES)
+    return dk, dv, st_tok, dpt_tok
+
+
+@gluon.jit
+def _store_dkdv(dk, dv, dk_ptr, dv_ptr, row0):
+    """This consumer's rows of dK and dV (once per program: plain stores)."""
+    KB: gl.constexpr = dk.shape[0]
+    D: gl.constexpr = dk.shape[1]
+    rows = (row0 + gl.arange(0, KB, layout=gl.SliceLayout(1, dk.type.layout))).to(gl.int64)
+    offs = gl.expand_dims(rows, 1) * D + gl.expand_dims(gl.arange(0, D, layout=gl.SliceLayout(0, dk.type.layout)), 0)
+    gl.store(dk_ptr + offs, dk.to(dk_ptr.dtype.element_ty))
+    gl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty))
+    tma.store_wait(0)
+
+
+@gluon.jit
+def _consumer(k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, ds0_mine, ds1_mine, dq_smem, kv_ready,
+              q_ready, q_empty, ds_ready, ds_free, dq_desc, dk_ptr, dv_ptr, key0, dq_col, S, BH, qk_scale, sm_scale,
+              CAUSAL):
+    """dK and dV for the 64 keys ``key0 ..`` of this program's block, and their share of every dQ_i. Steps
+    go in pairs, one per dS^T buffer (the number of query blocks is even: S and the causal start are
+    multiples of 128)."""
+    KB: gl.constexpr = k_c.shape[0]  # this warpgroup's keys
+    D: gl.constexpr = k_c.shape[1]
+    BN: gl.constexpr = ds0.shape[0]
+    BM: gl.constexpr = q_bufs.shape[1]
+    STAGES: gl.constexpr = q_bufs.shape[0]
+    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
+    bufs = (k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem)
+    n0, bh, start, n_steps = _program(S, BH, BN, BM, CAUSAL)
+    dk = gl.zeros([KB, D], gl.float32, kv_layout)
+    dv = gl.zeros([KB, D], gl.float32, kv_layout)
+    mbarrier.wait(kv_ready, 0)
+    for i in range(0, n_steps, 2):
+        dk, dv = _step(i, dk, dv, bufs, ds0, ds0_mine, q_ready, q_empty, ds_ready.index(0), ds_free.index(0), dq_desc,
+                       n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES)
+        dk, dv = _step(i + 1, dk, dv, bufs, ds1, ds1_mine, q_ready, q_empty, ds_ready.index(1), ds_free.index(1),
+                       dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES)
+    _store_dkdv(dk, dv, dk_ptr, dv_ptr, bh * S + n0 + key0)
+    return (n_steps,)  # a tuple: Triton 3.6 flattens the default partition's results as a sequence
+
+
+@gluon.jit
+def _consumer_ahead(k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, ds0_mine, ds1_mine, dq_smem,
+                    kv_ready, q_ready, q_empty, ds_ready, ds_free, dq_desc, dk_ptr, dv_ptr, key0, dq_col, S, BH,
+                    qk_scale, sm_scale, CAUSAL):
+    """:func:`_consumer` with each block's scores issued one step ahead (``AHEAD=True``)."""
+    KB: gl.constexpr = k_c.shape[0]
+    D: gl.constexpr = k_c.shape[1]
+    BN: gl.constexpr = ds0.shape[0]
+    BM: gl.constexpr = q_bufs.shape[1]
+    STAGES: gl.constexpr = q_bufs.shape[0]
+    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
+    bufs = (k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem)
+    n0, bh, start, n_steps = _program(S, BH, BN, BM, CAUSAL)
+    dk = gl.zeros([KB, D], gl.float32, kv_layout)
+    dv = gl.zeros([KB, D], gl.float32, kv_layout)
+    mbarrier.wait(kv_ready, 0)
+    st_tok, dpt_tok = _scores(0, bufs, q_ready, STAGES)
+    for i in range(0, n_steps - 2, 2):
+        dk, dv, st_tok, dpt_tok = _step_ahead(i, dk, dv, st_tok, dpt_tok, bufs, ds0, ds0_mine, q_ready, q_empty,
+                                              ds_ready.index(0), ds_free.index(0), dq_desc, n0, bh, start, key0,
+                                              dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES)
+        dk, dv, st_tok, dpt_tok = _step_ahead(i + 1, dk, dv, st_tok, dpt_tok, bufs, ds1, ds1_mine, q_ready, q_empty,
+                                              ds_ready.index(1), ds_free.index(1), dq_desc, n0, bh, start, key0,
+                                              dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES)
+    dk, dv, st_tok, dpt_tok = _step_ahead(n_steps - 2, dk, dv, st_tok, dpt_tok, bufs, ds0, ds0_mine, q_ready, q_empty,
+                                          ds_ready.index(0), ds_free.index(0), dq_desc, n0, bh, start, key0, dq_col,
+                                          S, qk_scale, sm_scale, CAUSAL, STAGES)
+    i = n_steps - 1  # the last block: nothing to issue ahead
+    dv_tok, dk_tok, dq_tok, pt_op, ds_op = _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds1, ds1_mine, ds_ready.index(1),
+                                                  ds_free.index(1), n0, start, key0, qk_scale, sm_scale, CAUSAL,
+                                                  STAGES)
+    dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok, dq_tok, pt_op, ds_op])
+    _dq_out(i, dq, bufs, q_empty, ds_free.index(1), dq_desc, bh, start, dq_col, S, STAGES)
+    _store_dkdv(dk, dv, dk_ptr, dv_ptr, bh * S + n0 + key0)
+    return (n_steps,)
+
+
+@gluon.jit
+def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dk_ptr, dv_ptr, S, BH,
+                         qk_scale, sm_scale, BM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
+                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, AHEAD: gl.constexpr):
+    dtype: gl.constexpr = q_desc.dtype
+    BN: gl.constexpr = k_desc.block_type.shape[0]
+    KB: gl.constexpr = BN // 2
+    DQ_N: gl.constexpr = dq_desc.block_type.shape[1]  # D / 2 with DQ_SPLIT, else D
+    k_smem = gl.allocate_shared_memory(dtype, [BN, D], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [BN, D], v_desc.layout)
+    q_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, D], q_desc.layout)
+    do_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, D], do_desc.layout)
+    lse_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, BM], lse_desc.layout)
+    delta_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, BM], delta_desc.layout)
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    ds0 = gl.allocate_shared_memory(dtype, [BN, BM], ds_layout)
+    ds1 = gl.allocate_shared_memory(dtype, [BN, BM], ds_layout)
+    dq_bufs = gl.allocate_shared_memory(gl.float32, [2, BM, DQ_N], dq_desc.layout)
+    kv_ready = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+    q_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(kv_ready.index(0), count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(q_ready.index(s), count=1)
+        mbarrier.init(q_empty.index(s), count=2)  # both consumers release each Q/dO stage
+    for b in gl.static_range(2):
+        mbarrier.init(ds_ready.index(b), count=2)
+        mbarrier.init(ds_free.index(b), count=2)
+    fence_async_shared()
+    if DQ_SPLIT:  # consumer c: dQ_i's columns c * D/2 .., a contraction over all 128 keys
+        k_dq0 = k_smem.slice(0, DQ_N, dim=1)
+        k_dq1 = k_smem.slice(DQ_N, DQ_N, dim=1)
+    else:  # consumer c: its own keys' share of all D columns
+        k_dq0 = k_smem.slice(0, KB)
+        k_dq1 = k_smem.slice(KB, KB)
+    first = (k_smem.slice(0, KB), v_smem.slice(0, KB), k_dq0, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1,
+             ds0.slice(0, KB), ds1.slice(0, KB), dq_bufs.index(0), kv_ready.index(0), q_ready, q_empty, ds_ready,
+             ds_free, dq_desc, dk_ptr, dv_ptr, 0, 0, S, BH, qk_scale, sm_scale, CAUSAL)
+    second = (k_smem.slice(KB, KB), v_smem.slice(KB, KB), k_dq1, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1,
+              ds0.slice(KB, KB), ds1.slice(KB, KB), dq_bufs.index(1), kv_ready.index(0), q_ready, q_empty, ds_ready,
+              ds_free, dq_desc, dk_ptr, dv_ptr, KB, DQ_N if DQ_SPLIT else 0, S, BH, qk_scale, sm_scale, CAUSAL)
+    loads = (q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_smem, q_bufs, do_bufs, lse_bufs,
+             delta_bufs, kv_ready.index(0), q_ready, q_empty, S, BH, CAUSAL)
+    if AHEAD:
+        gl.warp_specialize([(_consumer_ahead, first), (_consumer_ahead, second), (_loader, loads)],
+                           [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+    else:
+        gl.warp_specialize([(_consumer, first), (_consumer, second), (_loader, loads)],
+                           [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+
+# per head dim: query rows per step, Q/dO ring depth, how dQ is split between the two consumers, scores issued
+# a step ahead; measured on the H200 at B4 H32 S4096 (results/h200/issue18/gbwd_run*.json): 3 stages at D128
+# (0.85-0.86x SDPA against 0.80-0.81x with 2), DQ_SPLIT at D128 (0.64-0.81x without), AHEAD slower everywhere
+# (0.45-0.79x: at D128 ptxas spills 2.4 KB; at D64 the early scores still cost 17-20%)
+CONFIGS = {64: {"BM": 64, "STAGES": 2, "DQ_SPLIT": False, "AHEAD": False},
+           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "AHEAD": False}}
+BN = 128  # keys per program: two consumers of 64
+
+
+def _config(D: int, config: dict | None) -> dict:
+    return {**CONFIGS[D], **(config or {})}
+
+
+def smem_bytes(D: int, config: dict | None = None, itemsize: int = 2) -> int:
+    """Shared memory of one program: K and V, the Q/dO/lse/delta ring, two dS^T buffers and two fp32 dQ
+    tiles, and 1 KiB for the barriers and alignment."""
+    cfg = _config(D, config)
+    bm, dq_n = cfg["BM"], D // 2 if cfg["DQ_SPLIT"] else D
+    ring = cfg["STAGES"] * (2 * bm * D * itemsize + 2 * bm * 4)
+    return (2 * BN * D + 2 * BN * bm) * itemsize + ring + 2 * bm * dq_n * 4 + 1024
+
+
+def supports(q: torch.Tensor, causal: bool = False, config: dict | None = None) -> bool:
+    """Whether this kernel takes (B, H, S, D) inputs like ``q`` (shape and dtype only)."""
+    B, H, S, D = q.shape
+    if q.dtype not in _GL_DTYPE or D not in CONFIGS:
+        return False
+    cfg = _config(D, config)  # DQ_SPLIT: K's D/2 columns must be one 128-byte swizzle slab
+    return (S % BN == 0 and S % cfg["BM"] == 0 and not (cfg["DQ_SPLIT"] and D != 128)
+            and smem_bytes(D, cfg) <= H100_SMEM_LIMIT)
+
+
+ROW_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)  # lse and delta: BM floats
+
+
+def _descriptors(q2, k2, v2, do2, lse, delta, dq_acc, bm: int, dq_n: int):
+    D, dt = q2.shape[1], q2.dtype
+    return (TensorDescriptor.from_tensor(q2, [bm, D], _layout([bm, D], dt)),
+            TensorDescriptor.from_tensor(k2, [BN, D], _layout([BN, D], dt)),
+            TensorDescriptor.from_tensor(v2, [BN, D], _layout([BN, D], dt)),
+            TensorDescriptor.from_tensor(do2, [bm, D], _layout([bm, D], dt)),
+            TensorDescriptor.from_tensor(lse.view(-1), [bm], ROW_LAYOUT),
+            TensorDescriptor.from_tensor(delta.view(-1), [bm], ROW_LAYOUT),
+            TensorDescriptor.from_tensor(dq_acc, [bm, dq_n], _layout([bm, dq_n], torch.float32)))
+
+
+def attention_bwd(do, q, k, v, lse, delta, sm_scale: float, causal: bool = False, config: dict | None = None):
+    """``(dq, dk, dv)`` from the forward's ``lse`` (natural log, fp32, (B, H, S)) and ``delta = rowsum(dO * O)``.
+
+    fp16/bf16 (B, H, S, D) CUDA tensors on Hopper; dQ is summed in fp32 and cast at the end."""
+    if not supports(q, causal, config):
+        raise ValueError(f"fp16/bf16, D 64 or 128, S a multiple of {BN}; got {tuple(q.shape)} {q.dtype}")
+    B, H, S, D = q.shape
+    cfg = _config(D, config)
+    bm, dq_n = cfg["BM"], D // 2 if cfg["DQ_SPLIT"] else D
+    q2, k2, v2, do2 = (t.contiguous().view(B * H * S, D) for t in (q, k, v, do))
+    dq_acc = torch.zeros((B * H * S, D), dtype=torch.float32, device=q.device)
+    dk, dv = torch.empty_like(k2), torch.empty_like(v2)
+    descs = _descriptors(q2, k2, v2, do2, lse.contiguous(), delta.contiguous(), dq_acc, bm, dq_n)
+    attention_bwd_kernel[(S // BN * B * H,)](*descs, dk, dv, S, B * H, sm_scale * LOG2E, sm_scale,
+                                             BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
+                                             DQ_SPLIT=cfg["DQ_SPLIT"], AHEAD=cfg["AHEAD"], num_warps=4)
+    return tuple(t.view(B, H, S, D) for t in (dq_acc.to(q.dtype), dk, dv))
+
+
+def compile_sm90(S: int = 4096, D: int = 128, causal: bool = False, config: dict | None = None):
+    """The kernel compiled for sm_90 offline (``tcourse.compile_info.CompileReport``)."""
+    from ..compile_info import compile_for_sm90
+
+    cfg = _config(D, config)
+    bm, dq_n = cfg["BM"], D // 2 if cfg["DQ_SPLIT"] else D
+    blocks = (([bm, D], torch.float16), ([BN, D], torch.float16), ([BN, D], torch.float16), ([bm, D], torch.float16))
+    rows = f"tensordesc<fp32[{bm}],{ROW_LAYOUT!r}>"
+    descs = [descriptor_type(block, dt) for block, dt in blocks] + [rows, rows,
+                                                                    descriptor_type([bm, dq_n], torch.float32)]
+    return compile_for_sm90(attention_bwd_kernel, *descs, "*fp16", "*fp16", S, 128, 0.1, 0.1,
+                            num_warps=4, num_stages=1, BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
+                            DQ_SPLIT=cfg["DQ_SPLIT"], AHEAD=cfg["AHEAD"])
