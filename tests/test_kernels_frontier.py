@@ -152,6 +152,8 @@ def test_pipelined_gluon_attention_compiles_for_sm90(causal):
     """Three partitions, asynchronous wgmma with one group left in flight (Q K^T waited for while P V
     runs), no spills, and the shared memory its ``supports`` check counts."""
     P = pytest.importorskip("tcourse.kernels.gluon_attention_pipelined")
+    # tile order: a head's tiles adjacent (K/V stay in L2), except short causal problems (an even deal of tiles)
+    assert P.head_major(1024, False) and P.head_major(4096, True) and not P.head_major(1024, True)
     for D in (64, 128):
         rep = P.compile_sm90(S=1024, D=D, causal=causal)
         assert "ttg.warp_specialize" in rep.asm["ttgir"]

@@ -182,19 +182,6 @@ def _step(i, dk, dv, bufs, ds_all, ds_mine, q_ready, q_empty, ds_ready, ds_free,
 
 
 @gluon.jit
-def _step_ahead(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, q_ready, q_empty, ds_ready, ds_free, dq_desc, n0,
-                bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES: gl.constexpr):
-    """Query block i, whose scores were issued by the step before; issues block i + 1's scores before
-    waiting for its own gradient multiplies, so they run on the tensor cores while dQ_i leaves."""
-    dv_tok, dk_tok, dq_tok, pt_op, ds_op = _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready,
-                                                  ds_free, n0, start, key0, qk_scale, sm_scale, CAUSAL, STAGES)
-    st_tok, dpt_tok = _scores(i + 1, bufs, q_ready, STAGES)
-    dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(2, deps=[dv_tok, dk_tok, dq_tok, pt_op, ds_op])
-    _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES)
-    return dk, dv, st_tok, dpt_tok
-
-
-@gluon.jit
 def _store_dkdv(dk, dv, dk_ptr, dv_ptr, row0):
     """This consumer's rows of dK and dV (once per program: plain stores)."""
     KB: gl.constexpr = dk.shape[0]
@@ -234,46 +221,9 @@ def _consumer(k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, d
 
 
 @gluon.jit
-def _consumer_ahead(k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, ds0_mine, ds1_mine, dq_smem,
-                    kv_ready, q_ready, q_empty, ds_ready, ds_free, dq_desc, dk_ptr, dv_ptr, key0, dq_col, S, BH,
-                    qk_scale, sm_scale, CAUSAL):
-    """:func:`_consumer` with each block's scores issued one step ahead (``AHEAD=True``)."""
-    KB: gl.constexpr = k_c.shape[0]
-    D: gl.constexpr = k_c.shape[1]
-    BN: gl.constexpr = ds0.shape[0]
-    BM: gl.constexpr = q_bufs.shape[1]
-    STAGES: gl.constexpr = q_bufs.shape[0]
-    kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
-    bufs = (k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem)
-    n0, bh, start, n_steps = _program(S, BH, BN, BM, CAUSAL)
-    dk = gl.zeros([KB, D], gl.float32, kv_layout)
-    dv = gl.zeros([KB, D], gl.float32, kv_layout)
-    mbarrier.wait(kv_ready, 0)
-    st_tok, dpt_tok = _scores(0, bufs, q_ready, STAGES)
-    for i in range(0, n_steps - 2, 2):
-        dk, dv, st_tok, dpt_tok = _step_ahead(i, dk, dv, st_tok, dpt_tok, bufs, ds0, ds0_mine, q_ready, q_empty,
-                                              ds_ready.index(0), ds_free.index(0), dq_desc, n0, bh, start, key0,
-                                              dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES)
-        dk, dv, st_tok, dpt_tok = _step_ahead(i + 1, dk, dv, st_tok, dpt_tok, bufs, ds1, ds1_mine, q_ready, q_empty,
-                                              ds_ready.index(1), ds_free.index(1), dq_desc, n0, bh, start, key0,
-                                              dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES)
-    dk, dv, st_tok, dpt_tok = _step_ahead(n_steps - 2, dk, dv, st_tok, dpt_tok, bufs, ds0, ds0_mine, q_ready, q_empty,
-                                          ds_ready.index(0), ds_free.index(0), dq_desc, n0, bh, start, key0, dq_col,
-                                          S, qk_scale, sm_scale, CAUSAL, STAGES)
-    i = n_steps - 1  # the last block: nothing to issue ahead
-    dv_tok, dk_tok, dq_tok, pt_op, ds_op = _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds1, ds1_mine, ds_ready.index(1),
-                                                  ds_free.index(1), n0, start, key0, qk_scale, sm_scale, CAUSAL,
-                                                  STAGES)
-    dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok, dq_tok, pt_op, ds_op])
-    _dq_out(i, dq, bufs, q_empty, ds_free.index(1), dq_desc, bh, start, dq_col, S, STAGES)
-    _store_dkdv(dk, dv, dk_ptr, dv_ptr, bh * S + n0 + key0)
-    return (n_steps,)
-
-
-@gluon.jit
 def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dk_ptr, dv_ptr, S, BH,
                          qk_scale, sm_scale, BM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, AHEAD: gl.constexpr):
+                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     BN: gl.constexpr = k_desc.block_type.shape[0]
     KB: gl.constexpr = BN // 2
@@ -315,19 +265,15 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
               ds_free, dq_desc, dk_ptr, dv_ptr, KB, DQ_N if DQ_SPLIT else 0, S, BH, qk_scale, sm_scale, CAUSAL)
     loads = (q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_smem, q_bufs, do_bufs, lse_bufs,
              delta_bufs, kv_ready.index(0), q_ready, q_empty, S, BH, CAUSAL)
-    if AHEAD:
-        gl.warp_specialize([(_consumer_ahead, first), (_consumer_ahead, second), (_loader, loads)],
-                           [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
-    else:
-        gl.warp_specialize([(_consumer, first), (_consumer, second), (_loader, loads)],
-                           [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+    gl.warp_specialize([(_consumer, first), (_consumer, second), (_loader, loads)],
+                       [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
-# per head dim: query rows per step, Q/dO ring depth, how dQ is split between the two consumers, scores issued
-# a step ahead; measured on the H200 at B4 H32 S4096 (results/h200/issue18/gbwd_run*.json): 3 stages at D128
-# (0.85-0.86x SDPA against 0.80-0.81x with 2), DQ_SPLIT at D128 (0.64-0.81x without), AHEAD slower everywhere
-# (0.45-0.79x: at D128 ptxas spills 2.4 KB; at D64 the early scores still cost 17-20%)
-CONFIGS = {64: {"BM": 64, "STAGES": 2, "DQ_SPLIT": False, "AHEAD": False},
-           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "AHEAD": False}}
+# per head dim: query rows per step, Q/dO ring depth, how dQ is split between the two consumers; measured on
+# the H200 at B4 H32 S4096 (results/h200/issue18/gbwd_run*.json): 3 stages at D128 (0.85-0.86x SDPA against
+# 0.80-0.81x with 2), DQ_SPLIT at D128 (0.58-0.64x without). Issuing the next block's scores before waiting
+# for this block's gradients (commit e11d416, AHEAD) was slower everywhere, 0.45-0.79x, and was removed.
+CONFIGS = {64: {"BM": 64, "STAGES": 2, "DQ_SPLIT": False},
+           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True}}
 BN = 128  # keys per program: two consumers of 64
 
 
@@ -383,7 +329,7 @@ def attention_bwd(do, q, k, v, lse, delta, sm_scale: float, causal: bool = False
     descs = _descriptors(q2, k2, v2, do2, lse.contiguous(), delta.contiguous(), dq_acc, bm, dq_n)
     attention_bwd_kernel[(S // BN * B * H,)](*descs, dk, dv, S, B * H, sm_scale * LOG2E, sm_scale,
                                              BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
-                                             DQ_SPLIT=cfg["DQ_SPLIT"], AHEAD=cfg["AHEAD"], num_warps=4)
+                                             DQ_SPLIT=cfg["DQ_SPLIT"], num_warps=4)
     return tuple(t.view(B, H, S, D) for t in (dq_acc.to(q.dtype), dk, dv))
 
 
@@ -399,4 +345,4 @@ def compile_sm90(S: int = 4096, D: int = 128, causal: bool = False, config: dict
                                                                     descriptor_type([bm, dq_n], torch.float32)]
     return compile_for_sm90(attention_bwd_kernel, *descs, "*fp16", "*fp16", S, 128, 0.1, 0.1,
                             num_warps=4, num_stages=1, BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
-                            DQ_SPLIT=cfg["DQ_SPLIT"], AHEAD=cfg["AHEAD"])
+                            DQ_SPLIT=cfg["DQ_SPLIT"])
