@@ -67,6 +67,15 @@ for step in "${steps[@]}"; do
     fwd2)  # the pipelined Gluon attention: correctness first, in a time limit (hand-written barriers can hang)
       run probe_fwd2check timeout 120 python3 scripts/probe_issue18.py fwd2check
       grep -q "'ok': False" results/h200/logs/probe_fwd2check.log || run probe_fwd2 timeout 420 python3 scripts/probe_issue18.py fwd2 ;;
+    fwd4)  # the pipelined Gluon attention's tile orders: correctness first, time-limited, then timing
+      run probe_fwd4check timeout 150 python3 scripts/probe_issue18.py fwd4check
+      grep -q "'ok': False" results/h200/logs/probe_fwd4check.log || run probe_fwd4 timeout 300 python3 scripts/probe_issue18.py fwd4 ;;
+    fwd4-again)  # the tile orders timed once more (results/h200/issue18/fwd4_run2.json)
+      run probe_fwd4_run2 timeout 200 python3 scripts/probe_issue18.py fwd4 && mv results/h200/issue18/fwd4.json results/h200/issue18/fwd4_run2.json ;;
+    fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
+    pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;
+    attention-tests) run kernel_tests_gpu_attention timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
+        -k "attention or pipelined or descriptor or repeated" ;;
     gbwd)  # the Gluon backward: correctness first, time-limited (hand-written barriers can hang), then timing
       run probe_gbwdcheck timeout 150 python3 scripts/probe_issue18.py gbwdcheck
       grep -q "'ok': False" results/h200/logs/probe_gbwdcheck.log || run probe_gbwd timeout 300 python3 scripts/probe_issue18.py gbwd ;;

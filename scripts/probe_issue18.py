@@ -558,8 +558,101 @@ def fwd3() -> list:
     return rows
 
 
+FWD_SHAPES = [(S, D, causal) for S in (1024, 4096) for D in (64, 128) for causal in (False, True)]
+
+
+def fwd4check() -> list:
+    """The pipelined Gluon attention in every tile order (:data:`ORDERS`) against fp32 SDPA: partial last
+    rounds (even and odd), one round, several tiles per program; hand-written barriers: run first, time-limited."""
+    import torch.nn.functional as F
+
+    from tcourse.kernels import gluon_attention_pipelined as P
+
+    rows = []
+    for B, H, S, D in ((1, 2, 256, 64), (1, 50, 512, 64), (3, 50, 512, 64), (2, 3, 1024, 128), (1, 70, 768, 128),
+                       (1, 4, 4096, 128), (2, 64, 1024, 64)):
+        for causal in (False, True):
+            q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float16) for _ in range(3))
+            ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+            for order in P.ORDERS:
+                label = {"B": B, "H": H, "S": S, "D": D, "causal": causal, "order": order}
+                t = time.time()
+                try:
+                    out = P.attention(q, k, v, causal=causal, order=order)
+                    torch.cuda.synchronize()
+                    err = float((out.float() - ref).abs().max())
+                    rows.append({**label, "max_abs_err": err, "ok": err < 2e-2, "s": round(time.time() - t, 1)})
+                except Exception as e:  # noqa: BLE001
+                    rows.append({**label, "ok": False, "error": str(e)[:300]})
+                print(" ", rows[-1], flush=True)
+    return rows
+
+
+def fwd4() -> list:
+    """Each tile order of the pipelined Gluon attention (and ping-pong switched, in rounds) beside the Triton
+    TMA kernel, on the suite's 8 fp16 shapes; GPU time against cuDNN, 5 interleaved rounds."""
+    import torch.nn.functional as F
+
+    from tcourse.kernels import attention_kernels as A
+    from tcourse.kernels import gluon_attention_pipelined as P
+
+    rows: list = []
+    for S, D, causal in FWD_SHAPES:
+        q, k, v = (torch.randn(4, 32, S, D, device="cuda", dtype=torch.float16) for _ in range(3))
+        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        flops = 4 * 4 * 32 * S * S * D // (2 if causal else 1)
+        alt = {"PINGPONG": not P.CONFIGS[D]["PINGPONG"]}
+        variants = {**{order: lambda order=order: P.attention(q, k, v, causal, order=order) for order in P.ORDERS},
+                    "rounds_alt": lambda: P.attention(q, k, v, causal, config=alt, order="rounds"),
+                    "triton_tma": lambda: A.attention_tma(q, k, v, causal)}
+        for name, fn in variants.items():
+            _guard(rows, {"S": S, "D": D, "causal": causal, "kernel": name},
+                   lambda fn=fn: {"err": _rel(fn(), ref),
+                                  **_cmp(fn, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                         flops=flops, rounds=5)})
+        del q, k, v, ref
+        torch.cuda.empty_cache()
+    return rows
+
+
+D64_CONFIGS = ({"BN": 256, "STAGES": 2, "PINGPONG": False}, {"BN": 256, "STAGES": 2, "PINGPONG": True},
+               {"STAGES": 4}, {"STAGES": 4, "PINGPONG": True}, {"STAGES": 2, "PINGPONG": True})
+
+
+def fwd5() -> list:
+    """D=64, where the Triton kernel still serves: larger key blocks (BN=256, not causal: fewer rescales and
+    reductions per key) and deeper rings in the pipelined Gluon kernel, each checked against SDPA first, beside
+    the Triton TMA kernel; GPU time against cuDNN, 5 interleaved rounds."""
+    import torch.nn.functional as F
+
+    from tcourse.kernels import attention_kernels as A
+    from tcourse.kernels import gluon_attention_pipelined as P
+
+    rows: list = []
+    for S, D, causal in ((1024, 64, False), (4096, 64, False), (4096, 64, True)):
+        q, k, v = (torch.randn(4, 32, S, D, device="cuda", dtype=torch.float16) for _ in range(3))
+        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        flops = 4 * 4 * 32 * S * S * D // (2 if causal else 1)
+        variants = {json.dumps(cfg): lambda cfg=cfg: P.attention(q, k, v, causal, config=cfg)
+                    for cfg in D64_CONFIGS if P.supports(q, causal, cfg)}
+        variants.update({"default": lambda: P.attention(q, k, v, causal),
+                         "triton_tma": lambda: A.attention_tma(q, k, v, causal)})
+        for name, fn in variants.items():
+            def one(fn=fn):
+                err = _rel(fn(), ref)
+                if not err < 1e-3:
+                    return {"err": err, "ok": False}
+                return {"err": err, **_cmp(fn, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                           flops=flops, rounds=5)}
+            _guard(rows, {"S": S, "D": D, "causal": causal, "kernel": name}, one)
+        del q, k, v, ref
+        torch.cuda.empty_cache()
+    return rows
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
-         "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3}
+         "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
+         "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5}
 
 
 def main(argv: list[str]) -> int:

@@ -138,18 +138,22 @@ def test_attention_bf16_gpu(causal):
 @gpu_only
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_pipelined_gluon_attention_gpu(dtype):
-    """Every config of the pipelined Gluon kernel (ping-pong on and off) on fewer tiles than SMs, on
-    several tiles per program (the flat loop crosses tile boundaries), causal and not, both head dims."""
+    """Every config of the pipelined Gluon kernel (ping-pong on and off) in every tile order, on fewer tiles
+    than SMs, on several tiles per program (the flat loop crosses tile boundaries), causal and not, both head
+    dims."""
     if not torch.cuda.get_device_capability()[0] == 9:
         pytest.skip("the Gluon kernel is written for Hopper")
     P = pytest.importorskip("tcourse.kernels.gluon_attention_pipelined")
-    for B, H, S, D in ((1, 2, 256, 64), (3, 50, 512, 64), (2, 3, 1024, 128), (1, 70, 768, 128)):
+    # B*H = 50: two rounds of 33 and 17 heads, the second reversed; 150: a partial fifth round; 70: a partial
+    # fourth (reversed) round of the rounds order (``tile_order``)
+    for B, H, S, D in ((1, 2, 256, 64), (1, 50, 512, 64), (3, 50, 512, 64), (2, 3, 1024, 128), (1, 70, 768, 128)):
         q, k, v = (randn(B, H, S, D, dtype=dtype, seed=30 + i) for i in range(3))
         for causal in (False, True):
             ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
             for pingpong in (False, True):
-                out = P.attention(q, k, v, causal, config={"PINGPONG": pingpong})
-                assert rel_err(out, ref) < 1e-2, (B, H, S, D, causal, pingpong)
+                for order in P.ORDERS:
+                    out = P.attention(q, k, v, causal, config={"PINGPONG": pingpong}, order=order)
+                    assert rel_err(out, ref) < 1e-2, (B, H, S, D, causal, pingpong, order)
 
 
 @gpu_only

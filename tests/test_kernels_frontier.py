@@ -152,8 +152,6 @@ def test_pipelined_gluon_attention_compiles_for_sm90(causal):
     """Three partitions, asynchronous wgmma with one group left in flight (Q K^T waited for while P V
     runs), no spills, and the shared memory its ``supports`` check counts."""
     P = pytest.importorskip("tcourse.kernels.gluon_attention_pipelined")
-    # tile order: a head's tiles adjacent (K/V stay in L2), except short causal problems (an even deal of tiles)
-    assert P.head_major(1024, False) and P.head_major(4096, True) and not P.head_major(1024, True)
     for D in (64, 128):
         rep = P.compile_sm90(S=1024, D=D, causal=causal)
         assert "ttg.warp_specialize" in rep.asm["ttgir"]
@@ -164,6 +162,40 @@ def test_pipelined_gluon_attention_compiles_for_sm90(causal):
         assert rings <= rep.shared_bytes <= rings + 1024
         sass = rep.sass()
         assert sass.count("WARPGROUP.DEPBAR") == 8  # ptxas kept the waits as written: no serialised wgmma
+
+
+@pytest.mark.parametrize("n_m, BH", [(8, 128), (32, 128), (4, 50), (4, 150), (6, 70), (8, 6), (133, 1)])
+def test_pipelined_tile_orders_deal_every_tile_once(n_m, BH):
+    """``_tile`` run as plain Python on ints (its Gluon body is integer arithmetic): in each order every
+    (query block, head) tile goes to exactly one program and no program is left without a tile (its
+    consumers would wait forever). The rounds order keeps at most 2 G heads in flight and, over each pair of
+    full rounds, deals every program one heavy and one light causal tile: with whole rounds every program
+    walks the same number of key blocks."""
+    P = pytest.importorskip("tcourse.kernels.gluon_attention_pipelined")
+    sms = 132
+    for order in P.ORDERS:
+        if order == "rounds" and n_m > sms:
+            with pytest.raises(ValueError, match="rounds"):
+                P.tile_order(n_m, BH, sms, True, order)
+            continue
+        programs, G = P.tile_order(n_m, BH, sms, True, order)
+        dealt = {p: [P._tile.fn(t, n_m, BH, G) for t in range(p, n_m * BH, programs)] for p in range(programs)}
+        tiles = [tile for mine in dealt.values() for tile in mine]
+        assert sorted(tiles) == sorted((m, bh) for m in range(n_m) for bh in range(BH)), order
+        assert all(dealt.values()), order
+        if order == "rounds":
+            assert programs == G * n_m <= sms
+            work = {sum(m + 1 for m, _ in mine) for mine in dealt.values()}
+            if BH % G == 0 and (BH // G) % 2 == 0:
+                assert work == {BH // G * (n_m + 1) // 2}, work
+            for p, mine in dealt.items():  # round r of program p: a tile of heads r*G .. r*G + G - 1
+                assert all(r * G <= bh < (r + 1) * G for r, (_, bh) in enumerate(mine)), (p, mine)
+    # by default (as measured): rounds for causal problems, a head's tiles adjacent otherwise
+    causal_default = "rounds" if n_m <= sms else "head_major"
+    assert P.tile_order(n_m, BH, sms, True) == P.tile_order(n_m, BH, sms, True, causal_default)
+    assert P.tile_order(n_m, BH, sms, False) == P.tile_order(n_m, BH, sms, False, "head_major")
+    with pytest.raises(ValueError, match="order must be one of"):
+        P.tile_order(n_m, BH, sms, False, "diagonal")
 
 
 def test_gluon_attention_compiles_for_sm90_with_three_partitions():

@@ -33,13 +33,25 @@ from .gluon_matmul import _GL_DTYPE, _layout, _tma_load, _tma_store, descriptor_
 
 
 @gluon.jit
-def _tile(t, n_m, BH, head_major):
-    """Query tile ``t`` -> (query block index, batch*head), the highest query blocks (most keys under the
-    causal mask) first. ``head_major``: the tiles of one head are neighbours, so the programs running at
-    once read a few heads' K and V, which stay in L2; else the head is the fast index, 132 programs read 132
-    heads' K and V (at S=4096, D=128 264 MB, past the 50 MB L2), but every program gets the same mix of
-    heavy and light causal tiles (with few tiles per head, head-major hands some programs only heavy ones)."""
-    if head_major:
+def _tile(t, n_m, BH, G):
+    """Query tile ``t`` -> (query block index, batch*head). ``G`` > 0: rounds of G heads' tiles, one tile per
+    program (the grid has G * n_m programs), the highest query blocks (most keys under the causal mask) first
+    and every other round reversed, so over two rounds each program gets one heavy and one light tile, and
+    the programs running at once read at most 2 G heads' K and V, which stay in L2. ``G`` = 0: a head's tiles
+    are neighbours (for n_m past the SM count); ``G`` = -1: the head is the fast index, as before the rounds
+    (132 programs read 132 heads' K and V: at S=4096, D=128 264 MB, past the 50 MB L2)."""
+    if G > 0:
+        R = G * n_m
+        k = t // R
+        g0 = k * G
+        gk = G
+        if BH - g0 < G:  # the last round holds the remaining heads
+            gk = BH - g0
+        s = t % R
+        if k % 2 == 1:
+            s = gk * n_m - 1 - s
+        return n_m - 1 - s // gk, g0 + s % gk
+    if G == 0:
         return n_m - 1 - t % n_m, t // n_m
     return n_m - 1 - t // BH, t % BH
 
@@ -54,7 +66,7 @@ def _n_blocks(m, S, BN: gl.constexpr, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
-            S, BH, n_tiles, head_major, CAUSAL: gl.constexpr):
+            S, BH, n_tiles, G, CAUSAL: gl.constexpr):
     BM: gl.constexpr = q_bufs.shape[1]
     BN: gl.constexpr = k_bufs.shape[1]
     STAGES: gl.constexpr = k_bufs.shape[0]
@@ -62,7 +74,7 @@ def _loader(q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_ready, q_empty, k_
     it = 0
     ti = 0
     for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-        m, bh = _tile(t, n_m, BH, head_major)
+        m, bh = _tile(t, n_m, BH, G)
         row = bh * S
         n = _n_blocks(m, S, BN, CAUSAL)
         for j in range(n):
@@ -116,12 +128,12 @@ def _pass_turn(turn, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
-def _my_blocks(S, BH, n_tiles, head_major, BM: gl.constexpr, BN: gl.constexpr, CAUSAL: gl.constexpr):
+def _my_blocks(S, BH, n_tiles, G, BM: gl.constexpr, BN: gl.constexpr, CAUSAL: gl.constexpr):
     """How many key blocks this program walks over, summed over its tiles."""
     n_m = S // (2 * BM)
     total = 0
     for t in range(gl.program_id(0), n_tiles, gl.num_programs(0)):
-        m, bh = _tile(t, n_m, BH, head_major)
+        m, bh = _tile(t, n_m, BH, G)
         total += _n_blocks(m, S, BN, CAUSAL)
     return total
 
@@ -138,7 +150,7 @@ def _store_o(acc, l_i, o_desc, o_tile, row, o_layout: gl.constexpr):
 
 @gluon.jit
 def _consumer(q_tile, q_ready, q_empty, k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty, o_desc, o_tile, half,
-              turn_mine, turn_other, flip, S, BH, n_tiles, head_major, qk_scale, CAUSAL: gl.constexpr,
+              turn_mine, turn_other, flip, S, BH, n_tiles, G, qk_scale, CAUSAL: gl.constexpr,
               PINGPONG: gl.constexpr):
     """The online softmax for the BM query rows ``half .. half + BM`` of every tile this program owns.
 
@@ -162,9 +174,9 @@ def _consumer(q_tile, q_ready, q_empty, k_bufs, v_bufs, k_ready, k_empty, v_read
     s_zero = gl.zeros([BM, BN], gl.float32, s_layout)
     n_m = S // (2 * BM)
     nprog = gl.num_programs(0)
-    total = _my_blocks(S, BH, n_tiles, head_major, BM, BN, CAUSAL)
+    total = _my_blocks(S, BH, n_tiles, G, BM, BN, CAUSAL)
     t = gl.program_id(0)
-    m, bh = _tile(t, n_m, BH, head_major)
+    m, bh = _tile(t, n_m, BH, G)
     n = _n_blocks(m, S, BN, CAUSAL)
     o_row = bh * S + m * 2 * BM + half
     # block 0 of the first tile: nothing to overlap with yet
@@ -192,7 +204,7 @@ def _consumer(q_tile, q_ready, q_empty, k_bufs, v_bufs, k_ready, k_empty, v_read
         if new_tile:  # block g opens this program's next tile
             t += nprog
             ti += 1
-            m, bh = _tile(t, n_m, BH, head_major)
+            m, bh = _tile(t, n_m, BH, G)
             n = _n_blocks(m, S, BN, CAUSAL)
             o_row = bh * S + m * 2 * BM + half
             j = 0
@@ -241,7 +253,7 @@ def _consumer(q_tile, q_ready, q_empty, k_bufs, v_bufs, k_ready, k_empty, v_read
 
 
 @gluon.jit
-def attention_pipelined_kernel(q_desc, k_desc, v_desc, o_desc, S, BH, qk_scale, head_major, BM: gl.constexpr,
+def attention_pipelined_kernel(q_desc, k_desc, v_desc, o_desc, S, BH, qk_scale, G, BM: gl.constexpr,
                                BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                                PINGPONG: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
@@ -268,13 +280,13 @@ def attention_pipelined_kernel(q_desc, k_desc, v_desc, o_desc, S, BH, qk_scale, 
         mbarrier.init(v_empty.index(s), count=2)
     fence_async_shared()
     first = (q_bufs.index(0), q_ready.index(0), q_empty.index(0), k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty,
-             o_desc, o_bufs.index(0), 0, turn.index(0), turn.index(1), 1, S, BH, n_tiles, head_major, qk_scale,
+             o_desc, o_bufs.index(0), 0, turn.index(0), turn.index(1), 1, S, BH, n_tiles, G, qk_scale,
              CAUSAL, PINGPONG)
     second = (q_bufs.index(1), q_ready.index(1), q_empty.index(1), k_bufs, v_bufs, k_ready, k_empty, v_ready,
-              v_empty, o_desc, o_bufs.index(1), BM, turn.index(1), turn.index(0), 0, S, BH, n_tiles, head_major, qk_scale,
+              v_empty, o_desc, o_bufs.index(1), BM, turn.index(1), turn.index(0), 0, S, BH, n_tiles, G, qk_scale,
               CAUSAL, PINGPONG)
     loads = (q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
-             S, BH, n_tiles, head_major, CAUSAL)
+             S, BH, n_tiles, G, CAUSAL)
     gl.warp_specialize([(_consumer, first), (_consumer, second), (_loader, loads)],
                        [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
@@ -285,13 +297,24 @@ CONFIGS = {64: {"BM": 64, "BN": 128, "STAGES": 3, "PINGPONG": False},
 _launch = Launcher(attention_pipelined_kernel)  # repeated calls: Triton's C launch, each CUtensorMap built once
 
 
-def head_major(S: int, causal: bool) -> bool:
-    """The tile order (:func:`_tile`) per problem, as measured on the H200 (results/h200/issue18/fwd3_run1.json
-    against fwd2_run4.json and the suite): head-major for every non-causal problem (D128: 1.01x and 1.1x cuDNN
-    at S=1024 and 4096, against 0.79-0.88x) and for causal S=4096 (D128: 0.97x against 0.86-0.91x); the head as
-    the fast index for shorter causal ones (S=1024: 1.0x against 0.84x at D64, 0.93x against 0.91x at D128),
-    whose 8 tiles per head head-major would deal out unevenly."""
-    return not causal or S >= 4096
+ORDERS = ("rounds", "head_major", "heads_fast")
+
+
+def tile_order(n_m: int, BH: int, sms: int, causal: bool, order: str | None = None) -> tuple[int, int]:
+    """(programs, G) for :func:`_tile`, ``n_m`` query tiles per head and ``BH`` heads; ``order`` one of
+    :data:`ORDERS`. By default, as measured on the H200 (results/h200/issue18/fwd4_run1.json, fp16 B4 H32 against
+    cuDNN): rounds for causal problems (S1024 D128 1.13x, S4096 D128 1.07x, S1024 D64 1.02x, against 0.90x,
+    0.98x and 0.83x head-major), a head's tiles adjacent otherwise (D128 0.99x and 1.05x, rounds 0.98x and
+    1.01x: 4 of the 132 SMs idle) and wherever one head has more tiles than there are SMs."""
+    order = order or ("rounds" if causal and n_m <= sms else "head_major")
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    if order == "rounds":
+        if n_m > sms:
+            raise ValueError(f"rounds need a head's {n_m} tiles to fit on the {sms} SMs")
+        g = min(sms // n_m, BH)
+        return g * n_m, g
+    return min(sms, n_m * BH), 0 if order == "head_major" else -1
 
 
 def supports(q: torch.Tensor, causal: bool, config: dict | None = None) -> bool:
@@ -307,8 +330,9 @@ def supports(q: torch.Tensor, causal: bool, config: dict | None = None) -> bool:
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, sm_scale: float | None = None,
-              config: dict | None = None) -> torch.Tensor:
-    """``softmax(q k^T * sm_scale [+ causal mask]) v`` for fp16/bf16 (B, H, S, D) CUDA tensors on Hopper."""
+              config: dict | None = None, order: str | None = None) -> torch.Tensor:
+    """``softmax(q k^T * sm_scale [+ causal mask]) v`` for fp16/bf16 (B, H, S, D) CUDA tensors on Hopper;
+    ``order``: the tile order (:func:`tile_order`)."""
     if not supports(q, causal, config):
         raise ValueError(f"fp16/bf16, D 64 or 128, S a multiple of 2*BM and BN (causal: BN = 2*BM); "
                          f"got {tuple(q.shape)} {q.dtype}")
@@ -325,9 +349,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
              TensorDescriptor.from_tensor(k2, [bn, D], _layout([bn, D], dt)),
              TensorDescriptor.from_tensor(v2, [bn, D], _layout([bn, D], dt)),
              TensorDescriptor.from_tensor(o, [bm, D], _layout([bm, D], dt)))
-    n_tiles = S // (2 * bm) * B * H
+    programs, g = tile_order(S // (2 * bm), B * H, num_sms(q), causal, order)
     meta = {**cfg, "D": D, "CAUSAL": causal, "num_warps": 4}
-    _launch((min(num_sms(q), n_tiles),), (*descs, S, B * H, sm_scale * LOG2E, int(head_major(S, causal))), meta)
+    _launch((programs,), (*descs, S, B * H, sm_scale * LOG2E, g), meta)
     return o.view(B, H, S, D)
 
 
@@ -338,5 +362,6 @@ def compile_sm90(S: int = 4096, D: int = 128, causal: bool = False, config: dict
     cfg = {**CONFIGS[D], **(config or {})}
     bm, bn = cfg["BM"], cfg["BN"]
     descs = [descriptor_type(block, torch.float16) for block in ([bm, D], [bn, D], [bn, D], [bm, D])]
-    return compile_for_sm90(attention_pipelined_kernel, *descs, S, 128, 0.1, int(head_major(S, causal)), num_warps=4,
-                            num_stages=1, BM=bm, BN=bn, D=D, STAGES=cfg["STAGES"], CAUSAL=causal, PINGPONG=cfg["PINGPONG"])
+    G = tile_order(S // (2 * bm), 128, 132, causal)[1]
+    return compile_for_sm90(attention_pipelined_kernel, *descs, S, 128, 0.1, G, num_warps=4, num_stages=1, BM=bm, BN=bn,
+                            D=D, STAGES=cfg["STAGES"], CAUSAL=causal, PINGPONG=cfg["PINGPONG"])
