@@ -72,6 +72,16 @@ for step in "${steps[@]}"; do
       grep -q "'ok': False" results/h200/logs/probe_fwd4check.log || run probe_fwd4 timeout 300 python3 scripts/probe_issue18.py fwd4 ;;
     fwd4-again)  # the tile orders timed once more (results/h200/issue18/fwd4_run2.json)
       run probe_fwd4_run2 timeout 200 python3 scripts/probe_issue18.py fwd4 && mv results/h200/issue18/fwd4.json results/h200/issue18/fwd4_run2.json ;;
+    ncu-bwd)  # Nsight Compute on the D=128 backward at S=4096: the Gluon kernel causal and not, the Triton pair causal
+      ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+      sections=(--clock-control none --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+                --section SchedulerStats --section WarpStateStats --section LaunchStats --section Occupancy)
+      run ncu_gluon_bwd_D128_causal timeout 150 "$ncu" "${sections[@]}" --kernel-name attention_bwd_kernel --launch-skip 2 \
+        --launch-count 1 python3 scripts/profile_gbwd.py 128 gluon causal
+      run ncu_gluon_bwd_D128_v2 timeout 150 "$ncu" "${sections[@]}" --kernel-name attention_bwd_kernel --launch-skip 2 \
+        --launch-count 1 python3 scripts/profile_gbwd.py 128 gluon
+      run ncu_triton_bwd_D128_causal timeout 150 "$ncu" "${sections[@]}" --kernel-name "regex:attention_bwd_(dkdv|dq)_kernel" \
+        --launch-skip 4 --launch-count 2 python3 scripts/profile_gbwd.py 128 triton causal ;;
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;
     attention-tests) run kernel_tests_gpu_attention timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
