@@ -309,7 +309,7 @@ _GLUON: list = []
 # at B4 H32 S4096 fp16 (results/h200/issue18/gbwd_run2.json, gbwd_run3.json): D128 0.85-0.86x SDPA against
 # 0.74-0.76x, causal D64 0.97-0.99x against 0.93x. Causal D128 was slower (0.73 against 0.80), plain D64 a tie;
 # shorter S was not measured (fewer query blocks per program to spread its start-up over), so S >= 4096.
-GLUON_BWD_WINS = {(128, False), (64, True)}
+GLUON_BWD_WINS = {(128, False), (128, True), (64, True)}
 GLUON_BWD_MIN_S = 4096
 
 

@@ -101,9 +101,10 @@ def _scores(i, bufs, q_ready, STAGES: gl.constexpr):
 
 @gluon.jit
 def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready, ds_free, n0, start, key0, qk_scale, sm_scale,
-           CAUSAL, STAGES: gl.constexpr):
+           MASK: gl.constexpr, STAGES: gl.constexpr):
     """From query block i's scores to its three gradient multiplies, issued asynchronously (dV, dK, dQ).
-    ``ds_all`` / ``ds_mine``: dS^T buffer i % 2, all 128 keys and this consumer's 64."""
+    ``ds_all`` / ``ds_mine``: dS^T buffer i % 2, all 128 keys and this consumer's 64. ``MASK``: the block
+    crosses the diagonal (causal)."""
     k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
     KB: gl.constexpr = k_c.shape[0]
     D: gl.constexpr = k_c.shape[1]
@@ -125,11 +126,10 @@ def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready, ds_free,
     lse2 = lse_bufs.index(s).load(col_layout) * LOG2E_C
     st = warpgroup_mma_wait(1, deps=[st_tok])
     pt = gl.exp2(st * qk_scale - gl.expand_dims(lse2, 0))
-    if CAUSAL:
-        if m0 < n0 + BN:  # only the query blocks that cross the diagonal are masked
-            cols = m0 + gl.arange(0, BM, layout=col_layout)
-            keys = n0 + key0 + gl.arange(0, KB, layout=gl.SliceLayout(1, st_layout))
-            pt = gl.where(gl.expand_dims(cols, 0) >= gl.expand_dims(keys, 1), pt, 0.0)
+    if MASK:
+        cols = m0 + gl.arange(0, BM, layout=col_layout)
+        keys = n0 + key0 + gl.arange(0, KB, layout=gl.SliceLayout(1, st_layout))
+        pt = gl.where(gl.expand_dims(cols, 0) >= gl.expand_dims(keys, 1), pt, 0.0)
     delta = delta_bufs.index(s).load(col_layout)
     dpt = warpgroup_mma_wait(0, deps=[dpt_tok])
     dst = (pt * (dpt - gl.expand_dims(delta, 0)) * sm_scale).to(dtype)
@@ -171,11 +171,11 @@ def _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES
 
 @gluon.jit
 def _step(i, dk, dv, bufs, ds_all, ds_mine, q_ready, q_empty, ds_ready, ds_free, dq_desc, n0, bh, start, key0,
-          dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES: gl.constexpr):
+          dq_col, S, qk_scale, sm_scale, MASK: gl.constexpr, STAGES: gl.constexpr):
     """Query block i, one stage after the other: its scores, its three gradient multiplies, its dQ."""
     st_tok, dpt_tok = _scores(i, bufs, q_ready, STAGES)
     dv_tok, dk_tok, dq_tok, pt_op, ds_op = _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready,
-                                                  ds_free, n0, start, key0, qk_scale, sm_scale, CAUSAL, STAGES)
+                                                  ds_free, n0, start, key0, qk_scale, sm_scale, MASK, STAGES)
     dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok, dq_tok, pt_op, ds_op])
     _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES)
     return dk, dv
@@ -211,11 +211,18 @@ def _consumer(k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, d
     dk = gl.zeros([KB, D], gl.float32, kv_layout)
     dv = gl.zeros([KB, D], gl.float32, kv_layout)
     mbarrier.wait(kv_ready, 0)
-    for i in range(0, n_steps, 2):
+    i0 = 0
+    if CAUSAL:  # the first two query blocks (start = n0, BN = 2 * BM) cross the diagonal: masked, outside the loop
+        dk, dv = _step(0, dk, dv, bufs, ds0, ds0_mine, q_ready, q_empty, ds_ready.index(0), ds_free.index(0), dq_desc,
+                       n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, True, STAGES)
+        dk, dv = _step(1, dk, dv, bufs, ds1, ds1_mine, q_ready, q_empty, ds_ready.index(1), ds_free.index(1),
+                       dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, True, STAGES)
+        i0 = 2
+    for i in range(i0, n_steps, 2):  # unmasked: the mask's index vectors take no registers here
         dk, dv = _step(i, dk, dv, bufs, ds0, ds0_mine, q_ready, q_empty, ds_ready.index(0), ds_free.index(0), dq_desc,
-                       n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES)
+                       n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, False, STAGES)
         dk, dv = _step(i + 1, dk, dv, bufs, ds1, ds1_mine, q_ready, q_empty, ds_ready.index(1), ds_free.index(1),
-                       dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES)
+                       dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, False, STAGES)
     _store_dkdv(dk, dv, dk_ptr, dv_ptr, bh * S + n0 + key0)
     return (n_steps,)  # a tuple: Triton 3.6 flattens the default partition's results as a sequence
 
@@ -297,6 +304,7 @@ def supports(q: torch.Tensor, causal: bool = False, config: dict | None = None) 
         return False
     cfg = _config(D, config)  # DQ_SPLIT: K's D/2 columns must be one 128-byte swizzle slab
     return (S % BN == 0 and S % cfg["BM"] == 0 and not (cfg["DQ_SPLIT"] and D != 128)
+            and not (causal and BN != 2 * cfg["BM"])  # causal: the diagonal is the first two query blocks
             and smem_bytes(D, cfg) <= H100_SMEM_LIMIT)
 
 
