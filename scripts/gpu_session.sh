@@ -89,6 +89,12 @@ for step in "${steps[@]}"; do
         run bench_suite_bwd timeout 120 python3 -m bench --only attention_bwd --rounds 5 --no-host --out results/h200/issue18
         bwd_test
       fi ;;
+    gbwd5)  # the non-causal Gluon backward's first pair peeled too: its GPU test, timing, the suite's backward family
+      bwd_test
+      if grep -q " passed" results/h200/logs/kernel_tests_gpu_backward.log && ! grep -q "failed" results/h200/logs/kernel_tests_gpu_backward.log; then
+        run probe_gbwd5 timeout 100 python3 scripts/probe_issue18.py gbwd5
+        run bench_suite_bwd timeout 100 python3 -m bench --only attention_bwd --rounds 5 --no-host --out results/h200/issue18
+      fi ;;
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;
     attention-tests) run kernel_tests_gpu_attention timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \

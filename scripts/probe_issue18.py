@@ -413,6 +413,17 @@ def gbwd4() -> list:
         timed(rows, "gluon again", 5, 30, gluon=True)
     return rows
 
+def gbwd5() -> list:
+    """Session 10: the non-causal D128 Gluon backward with its first pair of query blocks outside the loop too
+    (sm_90 spills 216 -> 120 bytes), against the two Triton kernels; GPU time, 5 rounds, B4 H32 S4096 fp16."""
+    rows: list = []
+    for D, causal, timed in _bwd_problems():
+        if D == 128 and not causal:
+            timed(rows, "triton (two kernels, TMA)", 5, 30, gluon=False)
+            timed(rows, "gluon", 5, 30, gluon=True)
+            timed(rows, "gluon again", 5, 30, gluon=True)
+    return rows
+
 # -- softmax 4096 x 1024 -----------------------------------------------------------------------------
 def softmax() -> list:
     """Every (ROWS, num_warps) of the one-block kernel at 4096 x 1024 fp32 (the suite's 1.18-1.21x case)."""
@@ -662,7 +673,7 @@ def fwd5() -> list:
 
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
-         "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4}
+         "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5}
 
 
 def main(argv: list[str]) -> int:

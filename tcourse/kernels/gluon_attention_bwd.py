@@ -211,14 +211,14 @@ def _consumer(k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, d
     dk = gl.zeros([KB, D], gl.float32, kv_layout)
     dv = gl.zeros([KB, D], gl.float32, kv_layout)
     mbarrier.wait(kv_ready, 0)
-    i0 = 0
-    if CAUSAL:  # the first two query blocks (start = n0, BN = 2 * BM) cross the diagonal: masked, outside the loop
-        dk, dv = _step(0, dk, dv, bufs, ds0, ds0_mine, q_ready, q_empty, ds_ready.index(0), ds_free.index(0), dq_desc,
-                       n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, True, STAGES)
-        dk, dv = _step(1, dk, dv, bufs, ds1, ds1_mine, q_ready, q_empty, ds_ready.index(1), ds_free.index(1),
-                       dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, True, STAGES)
-        i0 = 2
-    for i in range(i0, n_steps, 2):  # unmasked: the mask's index vectors take no registers here
+    # the first pair of query blocks outside the loop: causal, they cross the diagonal (start = n0, BN = 2 BM) and
+    # only they are masked; either way ptxas then spills less in the loop (sm_90, Triton 3.6, D128: 216 -> 120
+    # bytes, causal 344 -> 128)
+    dk, dv = _step(0, dk, dv, bufs, ds0, ds0_mine, q_ready, q_empty, ds_ready.index(0), ds_free.index(0), dq_desc,
+                   n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES)
+    dk, dv = _step(1, dk, dv, bufs, ds1, ds1_mine, q_ready, q_empty, ds_ready.index(1), ds_free.index(1),
+                   dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES)
+    for i in range(2, n_steps, 2):  # unmasked: the mask's index vectors take no registers here
         dk, dv = _step(i, dk, dv, bufs, ds0, ds0_mine, q_ready, q_empty, ds_ready.index(0), ds_free.index(0), dq_desc,
                        n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, False, STAGES)
         dk, dv = _step(i + 1, dk, dv, bufs, ds1, ds1_mine, q_ready, q_empty, ds_ready.index(1), ds_free.index(1),
@@ -304,7 +304,7 @@ def supports(q: torch.Tensor, causal: bool = False, config: dict | None = None) 
         return False
     cfg = _config(D, config)  # DQ_SPLIT: K's D/2 columns must be one 128-byte swizzle slab
     return (S % BN == 0 and S % cfg["BM"] == 0 and not (cfg["DQ_SPLIT"] and D != 128)
-            and not (causal and BN != 2 * cfg["BM"])  # causal: the diagonal is the first two query blocks
+            and BN == 2 * cfg["BM"]  # the consumers take query blocks in pairs; causal: the first pair holds the diagonal
             and smem_bytes(D, cfg) <= H100_SMEM_LIMIT)
 
 
