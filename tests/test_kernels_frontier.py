@@ -226,14 +226,19 @@ def test_attention_backward_compiles_for_sm90(causal):
 @pytest.mark.parametrize("causal", [False, True])
 def test_gluon_attention_backward_compiles_for_sm90(causal):
     """The one-kernel Gluon backward: three partitions, dQ leaving by TMA reduce-add, within the shared
-    memory ``supports`` counts; no spills at D=64 (at D=128 ptxas spills a few hundred bytes, on file)."""
+    memory ``supports`` counts, and within the spills on file: its speed at D=128 is decided by them (the
+    module docstring). Triton 3.6's ptxas (the H200's): none at D=64, 120 / 128 bytes at D=128 (plain /
+    causal); Triton 3.9's: 0 / 16 and 280 / 288."""
     G = pytest.importorskip("tcourse.kernels.gluon_attention_bwd")
-    for D in (64, 128):
+    for D, most in ((64, 16), (128, 288)):
         rep = G.compile_sm90(S=1024, D=D, causal=causal)
         assert "ttg.warp_specialize" in rep.asm["ttgir"] and "wgmma.mma_async" in rep.asm["ptx"]
         assert "cp.reduce.async.bulk.tensor" in rep.asm["ptx"]
         assert rep.fits_sm90 and rep.shared_bytes <= G.smem_bytes(D) <= rep.shared_bytes + 1024
-        assert D == 128 or rep.spills == 0, (D, rep.spills)
+        assert rep.spills <= most, (D, rep.spills)
+    # query blocks go to the consumers in pairs, and with the mask only on the first pair the diagonal must fit it
+    q = torch.empty(1, 2, 1024, 128, dtype=torch.float16)
+    assert G.supports(q, causal) and not G.supports(q, causal, {"BM": 32}) and not G.supports(q, causal, {"BM": 128})
 
 
 def test_attention_backward_dispatches_to_gluon_where_it_measured_faster(monkeypatch):
@@ -250,8 +255,8 @@ def test_attention_backward_dispatches_to_gluon_where_it_measured_faster(monkeyp
     def picks(S, D, causal, **kw):
         return ab._gluon_measured_faster(torch.empty(1, 1, S, D), causal, kw.get("dkdv"), kw.get("dq"),
                                          kw.get("dq_atomic", False), kw.get("tma"))
-    assert picks(4096, 128, False) and picks(8192, 64, True)
-    assert not picks(4096, 128, True) and not picks(4096, 64, False) and not picks(2048, 128, False)
+    assert picks(4096, 128, False) and picks(4096, 128, True) and picks(8192, 64, True)
+    assert not picks(4096, 64, False) and not picks(2048, 128, False) and not picks(2048, 128, True)
     assert not picks(4096 + 64, 128, False)  # S not a multiple of 128: the kernel does not take it
     assert not picks(4096, 128, False, dkdv={"BLOCK_M": 32}) and not picks(4096, 128, False, dq_atomic=True)
     assert not picks(4096, 128, False, tma=True)

@@ -67,3 +67,24 @@ def test_version_box_is_the_same_in_chapter_0_and_on_the_front_page():
     assert any("".join(c["source"]).rstrip("\n") == box for c in nb["cells"] if c["cell_type"] == "markdown"), \
         "chapter 0 must carry site-assets/_versions.md verbatim"
     assert "{{< include site-assets/_versions.md >}}" in (ROOT / "index.qmd").read_text(encoding="utf-8")
+
+
+def test_a_later_family_rerun_replaces_that_familys_rows_and_says_so(tmp_path):
+    """``python -m bench --only FAMILY`` after the suite (a later commit changed that family's kernels): the
+    appendix takes that family's rows from the re-run and names it; an older re-run is ignored."""
+    sync = load_sync()
+    results = tmp_path / "h200"
+    results.mkdir()
+    suite = json.loads((ROOT / "results" / "h200" / "bench_suite.json").read_text(encoding="utf-8"))
+    (results / "bench_suite.json").write_text(json.dumps(suite), encoding="utf-8")
+    rerun = {**suite, "families": ["attention_bwd"], "date": "2099-01-01T00:00:00+00:00",
+             "cases": [c for c in suite["cases"] if c["family"] == "attention_bwd"],
+             "summary": [{**r, "ours": 999.0} for r in suite["summary"] if r["family"] == "attention_bwd"]}
+    (results / "bench_suite_attention_bwd.json").write_text(json.dumps(rerun), encoding="utf-8")
+    text = sync.appendix_targets(results)
+    bwd = [line for line in text.splitlines() if line.startswith("| attention_bwd")]
+    assert bwd and all("| 999 /" in line for line in bwd) and "--only attention_bwd`（2099-01-01" in text
+    assert text.count("| attention_bwd") == sum(r["family"] == "attention_bwd" for r in suite["summary"])
+    rerun["date"] = "2000-01-01T00:00:00+00:00"
+    (results / "bench_suite_attention_bwd.json").write_text(json.dumps(rerun), encoding="utf-8")
+    assert "| 999 /" not in sync.appendix_targets(results) and "--only" not in sync.appendix_targets(results)

@@ -306,9 +306,11 @@ def _sources(ts, block: int, tma: bool) -> list:
 
 _GLUON: list = []
 # (head dim, causal) where the one-kernel Gluon backward measured faster than these two kernels on the H200,
-# at B4 H32 S4096 fp16 (results/h200/issue18/gbwd_run2.json, gbwd_run3.json): D128 0.85-0.86x SDPA against
-# 0.74-0.76x, causal D64 0.97-0.99x against 0.93x. Causal D128 was slower (0.73 against 0.80), plain D64 a tie;
-# shorter S was not measured (fewer query blocks per program to spread its start-up over), so S >= 4096.
+# at B4 H32 S4096 fp16, GPU time against SDPA's backward: D128 0.94x against 0.73x, causal D128 0.92-0.95x
+# against 0.82x (results/h200/issue18/gbwd5.json, gbwd4.json: after its first two query blocks left the loop,
+# which cut ptxas's spills; before, causal D128 was slower, 0.73 against 0.80, gbwd_run3.json), causal D64
+# 0.98x against 0.92x. Plain D64 is a tie (0.86-0.89x either way); shorter S was not measured (fewer query
+# blocks per program to spread its start-up over), so S >= 4096.
 GLUON_BWD_WINS = {(128, False), (128, True), (64, True)}
 GLUON_BWD_MIN_S = 4096
 

@@ -270,8 +270,9 @@ _GLUON: list = []  # [module or None], filled on first use
 
 def _gluon_kernel(q, causal):
     """The pipelined Gluon kernel (``gluon_attention_pipelined``) where it measured faster than the
-    Triton one on the H200: D = 128, and causal D = 64 up to S = 2048 (results/h200/issue18/fwd2_run*.json).
-    None elsewhere, or where this Triton has no Gluon."""
+    Triton one on the H200: D = 128 (0.95-1.13x cuDNN against 0.80-0.87x), and causal D = 64 up to S = 2048
+    (1.02x against 0.93x at S = 1024; at S = 4096 0.92x against 0.95x); results/h200/issue18/fwd4_run*.json,
+    fp16 B4 H32, with its default tile orders. None elsewhere, or where this Triton has no Gluon."""
     S, D = q.shape[2], q.shape[3]
     if not (D == 128 or (D == 64 and causal and S <= 2048)):
         return None

@@ -8,8 +8,9 @@ groups finish in order), computes the softmax of ``S_j`` while ``P_{j-1} V_{j-1}
 tensor cores, then waits for it and rescales ``O``. K tiles are released as soon as their ``Q K^T`` is
 done, V tiles after their ``P V``, so the loader refills K early.
 
-Programs are persistent (one per SM): each walks query tiles ``pid, pid + #programs, ...``, heaviest
-causal tiles first. The loader loads the next tile's Q as soon as both consumers have issued their last
+Programs are persistent (at most one per SM): each walks query tiles ``pid, pid + #programs, ...``, in an
+order (:func:`tile_order`) that keeps the heads in flight few enough for their K and V to stay in L2 and,
+for causal problems, gives every program as many heavy tiles (late query blocks) as light ones. The loader loads the next tile's Q as soon as both consumers have issued their last
 ``Q K^T`` of the current one, so a tile's start (Q load, first K) overlaps the previous tile's last
 ``P V`` and its O store (asynchronous TMA store, waited for only before the O buffer is reused).
 
@@ -302,10 +303,11 @@ ORDERS = ("rounds", "head_major", "heads_fast")
 
 def tile_order(n_m: int, BH: int, sms: int, causal: bool, order: str | None = None) -> tuple[int, int]:
     """(programs, G) for :func:`_tile`, ``n_m`` query tiles per head and ``BH`` heads; ``order`` one of
-    :data:`ORDERS`. By default, as measured on the H200 (results/h200/issue18/fwd4_run1.json, fp16 B4 H32 against
-    cuDNN): rounds for causal problems (S1024 D128 1.13x, S4096 D128 1.07x, S1024 D64 1.02x, against 0.90x,
-    0.98x and 0.83x head-major), a head's tiles adjacent otherwise (D128 0.99x and 1.05x, rounds 0.98x and
-    1.01x: 4 of the 132 SMs idle) and wherever one head has more tiles than there are SMs."""
+    :data:`ORDERS`. By default, as measured on the H200 (results/h200/issue18/fwd4_run1.json and _run2, fp16
+    B4 H32 against cuDNN): rounds for causal problems (S1024 D128 1.13x, S4096 D128 1.06-1.07x, S1024 D64
+    1.02x, against 0.90x, 0.94-0.98x and 0.83x head-major); a head's tiles adjacent otherwise (S1024 D128
+    0.99x against 0.98x in rounds, which leave 4 of the 132 SMs idle, in both runs; at S4096 the two traded
+    places between the runs, 0.95-1.05x and 1.0-1.01x) and wherever one head has more tiles than SMs."""
     order = order or ("rounds" if causal and n_m <= sms else "head_major")
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
