@@ -82,18 +82,19 @@ for step in "${steps[@]}"; do
         --launch-count 1 python3 scripts/profile_gbwd.py 128 gluon
       run ncu_triton_bwd_D128_causal timeout 150 "$ncu" "${sections[@]}" --kernel-name "regex:attention_bwd_(dkdv|dq)_kernel" \
         --launch-skip 4 --launch-count 2 python3 scripts/profile_gbwd.py 128 triton causal ;;
-    gbwd4)  # the Gluon backward's peeled diagonal: correctness, then timing, the suite's backward family, its GPU test
+    gbwd4)  # the Gluon backward's peeled diagonal: correctness, then timing, the suite's backward family
+      # (results/h200/bench_suite_attention_bwd.json, which the appendix reads; kept as issue18/..._run1), its GPU test
       run probe_gbwdcheck timeout 180 python3 scripts/probe_issue18.py gbwdcheck
       if ! grep -q "'ok': False" results/h200/logs/probe_gbwdcheck.log; then
         run probe_gbwd4 timeout 200 python3 scripts/probe_issue18.py gbwd4
-        run bench_suite_bwd timeout 120 python3 -m bench --only attention_bwd --rounds 5 --no-host --out results/h200/issue18
+        run bench_suite_bwd timeout 120 python3 -m bench --only attention_bwd --rounds 5 --no-host
         bwd_test
       fi ;;
     gbwd5)  # the non-causal Gluon backward's first pair peeled too: its GPU test, timing, the suite's backward family
       bwd_test
       if grep -q " passed" results/h200/logs/kernel_tests_gpu_backward.log && ! grep -q "failed" results/h200/logs/kernel_tests_gpu_backward.log; then
         run probe_gbwd5 timeout 100 python3 scripts/probe_issue18.py gbwd5
-        run bench_suite_bwd timeout 100 python3 -m bench --only attention_bwd --rounds 5 --no-host --out results/h200/issue18
+        run bench_suite_bwd timeout 100 python3 -m bench --only attention_bwd --rounds 5 --no-host
       fi ;;
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;

@@ -403,26 +403,29 @@ def gbwd() -> list:
     return rows
 
 
-def gbwd4() -> list:
-    """Session 10: the causal Gluon backward with its two diagonal query blocks peeled out of the loop (sm_90
-    spills at D128 344 -> 128 bytes), against the two Triton kernels; GPU time, 5 rounds, B4 H32 S4096 fp16."""
+def _gluon_against_triton(keep) -> list:
+    """The Gluon backward (twice) against the two Triton kernels on the suite's backward shapes that
+    ``keep(D, causal)`` accepts; GPU time, 5 rounds, B4 H32 S4096 fp16."""
     rows: list = []
     for D, causal, timed in _bwd_problems():
-        timed(rows, "triton (two kernels, TMA)", 5, 30, gluon=False)
-        timed(rows, "gluon", 5, 30, gluon=True)
-        timed(rows, "gluon again", 5, 30, gluon=True)
-    return rows
-
-def gbwd5() -> list:
-    """Session 10: the non-causal D128 Gluon backward with its first pair of query blocks outside the loop too
-    (sm_90 spills 216 -> 120 bytes), against the two Triton kernels; GPU time, 5 rounds, B4 H32 S4096 fp16."""
-    rows: list = []
-    for D, causal, timed in _bwd_problems():
-        if D == 128 and not causal:
+        if keep(D, causal):
             timed(rows, "triton (two kernels, TMA)", 5, 30, gluon=False)
             timed(rows, "gluon", 5, 30, gluon=True)
             timed(rows, "gluon again", 5, 30, gluon=True)
     return rows
+
+
+def gbwd4() -> list:
+    """Session 10: the causal Gluon backward with its two diagonal query blocks peeled out of the loop (sm_90
+    spills at D128 344 -> 128 bytes), every shape."""
+    return _gluon_against_triton(lambda D, causal: True)
+
+
+def gbwd5() -> list:
+    """Session 10: the non-causal D128 Gluon backward with its first pair of query blocks outside the loop too
+    (sm_90 spills 216 -> 120 bytes)."""
+    return _gluon_against_triton(lambda D, causal: D == 128 and not causal)
+
 
 # -- softmax 4096 x 1024 -----------------------------------------------------------------------------
 def softmax() -> list:
@@ -554,29 +557,41 @@ def fwd2() -> list:
     return rows
 
 
-def fwd3() -> list:
-    """The pipelined Gluon attention after the tile order change (a head's tiles adjacent), on the shapes the
-    public ``attention`` sends to it, beside the Triton TMA kernel; GPU time against cuDNN, fp16."""
+def _fwd_against_cudnn(shapes, variants, rounds: int = ROUNDS, gate: float | None = None) -> list:
+    """Per (S, D, causal) of fp16 B4 H32: each of ``variants(q, k, v, causal)`` (name -> call) checked against
+    SDPA and timed against cuDNN (SDPA's default), GPU time, interleaved; with ``gate``, a variant whose
+    relative error is not below it is recorded and not timed."""
     import torch.nn.functional as F
 
-    from tcourse.kernels import attention_kernels as A
-    from tcourse.kernels import gluon_attention_pipelined as P
-
     rows: list = []
-    for S, D, causal in ((1024, 64, True), (1024, 128, False), (1024, 128, True), (4096, 128, False),
-                         (4096, 128, True)):
+    for S, D, causal in shapes:
         q, k, v = (torch.randn(4, 32, S, D, device="cuda", dtype=torch.float16) for _ in range(3))
         ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
         flops = 4 * 4 * 32 * S * S * D // (2 if causal else 1)
-        for name, fn in (("pipelined", lambda: P.attention(q, k, v, causal)),
-                         ("triton_tma", lambda: A.attention_tma(q, k, v, causal))):
-            _guard(rows, {"S": S, "D": D, "causal": causal, "kernel": name},
-                   lambda fn=fn: {"err": _rel(fn(), ref),
-                                  **_cmp(fn, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                                         flops=flops)})
+
+        def one(fn):
+            err = _rel(fn(), ref)
+            if gate is not None and not err < gate:
+                return {"err": err, "ok": False}
+            return {"err": err, **_cmp(fn, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                       flops=flops, rounds=rounds)}
+        for name, fn in variants(q, k, v, causal).items():
+            _guard(rows, {"S": S, "D": D, "causal": causal, "kernel": name}, lambda fn=fn: one(fn))
         del q, k, v, ref
         torch.cuda.empty_cache()
     return rows
+
+
+def fwd3() -> list:
+    """The pipelined Gluon attention after the tile order change (a head's tiles adjacent), on the shapes the
+    public ``attention`` sends to it, beside the Triton TMA kernel; GPU time against cuDNN, fp16."""
+    from tcourse.kernels import attention_kernels as A
+    from tcourse.kernels import gluon_attention_pipelined as P
+
+    return _fwd_against_cudnn(((1024, 64, True), (1024, 128, False), (1024, 128, True), (4096, 128, False),
+                               (4096, 128, True)),
+                              lambda q, k, v, causal: {"pipelined": lambda: P.attention(q, k, v, causal),
+                                                       "triton_tma": lambda: A.attention_tma(q, k, v, causal)})
 
 
 FWD_SHAPES = [(S, D, causal) for S in (1024, 4096) for D in (64, 128) for causal in (False, True)]
@@ -612,28 +627,15 @@ def fwd4check() -> list:
 def fwd4() -> list:
     """Each tile order of the pipelined Gluon attention (and ping-pong switched, in rounds) beside the Triton
     TMA kernel, on the suite's 8 fp16 shapes; GPU time against cuDNN, 5 interleaved rounds."""
-    import torch.nn.functional as F
-
     from tcourse.kernels import attention_kernels as A
     from tcourse.kernels import gluon_attention_pipelined as P
 
-    rows: list = []
-    for S, D, causal in FWD_SHAPES:
-        q, k, v = (torch.randn(4, 32, S, D, device="cuda", dtype=torch.float16) for _ in range(3))
-        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        flops = 4 * 4 * 32 * S * S * D // (2 if causal else 1)
-        alt = {"PINGPONG": not P.CONFIGS[D]["PINGPONG"]}
-        variants = {**{order: lambda order=order: P.attention(q, k, v, causal, order=order) for order in P.ORDERS},
-                    "rounds_alt": lambda: P.attention(q, k, v, causal, config=alt, order="rounds"),
-                    "triton_tma": lambda: A.attention_tma(q, k, v, causal)}
-        for name, fn in variants.items():
-            _guard(rows, {"S": S, "D": D, "causal": causal, "kernel": name},
-                   lambda fn=fn: {"err": _rel(fn(), ref),
-                                  **_cmp(fn, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                                         flops=flops, rounds=5)})
-        del q, k, v, ref
-        torch.cuda.empty_cache()
-    return rows
+    def variants(q, k, v, causal):
+        alt = {"PINGPONG": not P.CONFIGS[q.shape[3]]["PINGPONG"]}
+        return {**{order: lambda order=order: P.attention(q, k, v, causal, order=order) for order in P.ORDERS},
+                "rounds_alt": lambda: P.attention(q, k, v, causal, config=alt, order="rounds"),
+                "triton_tma": lambda: A.attention_tma(q, k, v, causal)}
+    return _fwd_against_cudnn(FWD_SHAPES, variants, rounds=5)
 
 
 D64_CONFIGS = ({"BN": 256, "STAGES": 2, "PINGPONG": False}, {"BN": 256, "STAGES": 2, "PINGPONG": True},
@@ -644,31 +646,16 @@ def fwd5() -> list:
     """D=64, where the Triton kernel still serves: larger key blocks (BN=256, not causal: fewer rescales and
     reductions per key) and deeper rings in the pipelined Gluon kernel, each checked against SDPA first, beside
     the Triton TMA kernel; GPU time against cuDNN, 5 interleaved rounds."""
-    import torch.nn.functional as F
-
     from tcourse.kernels import attention_kernels as A
     from tcourse.kernels import gluon_attention_pipelined as P
 
-    rows: list = []
-    for S, D, causal in ((1024, 64, False), (4096, 64, False), (4096, 64, True)):
-        q, k, v = (torch.randn(4, 32, S, D, device="cuda", dtype=torch.float16) for _ in range(3))
-        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        flops = 4 * 4 * 32 * S * S * D // (2 if causal else 1)
-        variants = {json.dumps(cfg): lambda cfg=cfg: P.attention(q, k, v, causal, config=cfg)
-                    for cfg in D64_CONFIGS if P.supports(q, causal, cfg)}
-        variants.update({"default": lambda: P.attention(q, k, v, causal),
-                         "triton_tma": lambda: A.attention_tma(q, k, v, causal)})
-        for name, fn in variants.items():
-            def one(fn=fn):
-                err = _rel(fn(), ref)
-                if not err < 1e-3:
-                    return {"err": err, "ok": False}
-                return {"err": err, **_cmp(fn, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                                           flops=flops, rounds=5)}
-            _guard(rows, {"S": S, "D": D, "causal": causal, "kernel": name}, one)
-        del q, k, v, ref
-        torch.cuda.empty_cache()
-    return rows
+    def variants(q, k, v, causal):
+        return {**{json.dumps(cfg): lambda cfg=cfg: P.attention(q, k, v, causal, config=cfg)
+                   for cfg in D64_CONFIGS if P.supports(q, causal, cfg)},
+                "default": lambda: P.attention(q, k, v, causal),
+                "triton_tma": lambda: A.attention_tma(q, k, v, causal)}
+    return _fwd_against_cudnn(((1024, 64, False), (4096, 64, False), (4096, 64, True)), variants, rounds=5,
+                              gate=1e-3)
 
 
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,

@@ -2,7 +2,7 @@
 each so that ``ncu --launch-skip`` sees a warm one (the Triton backward launches two kernels a call).
 
     ncu --kernel-name attention_bwd_kernel --launch-skip 2 --launch-count 1 python3 scripts/profile_gbwd.py 128 gluon
-    ncu --kernel-name regex:attention_bwd_d --launch-skip 4 --launch-count 2 python3 scripts/profile_gbwd.py 128 triton causal
+    ncu --kernel-name "regex:attention_bwd_(dkdv|dq)_kernel" --launch-skip 4 --launch-count 2 python3 scripts/profile_gbwd.py 128 triton causal
 """
 import sys
 
