@@ -357,7 +357,7 @@ def _gbwd_cases():
 
 
 # run 3 also timed AHEAD (block i+1's scores issued before block i's gradients are waited for; removed after it)
-GBWD_ALT = {64: ({"STAGES": 3},), 128: ({"STAGES": 2}, {"DQ_SPLIT": False, "STAGES": 2})}
+GBWD_ALT = {64: ({"STAGES": 3}, {"DQ_SPLIT": True}, {"DQ_SPLIT": True, "STAGES": 3}), 128: ({"STAGES": 2}, {"DQ_SPLIT": False, "STAGES": 2})}
 
 
 def gbwdcheck() -> list:
@@ -425,6 +425,45 @@ def gbwd5() -> list:
     """Session 10: the non-causal D128 Gluon backward with its first pair of query blocks outside the loop too
     (sm_90 spills 216 -> 120 bytes)."""
     return _gluon_against_triton(lambda D, causal: D == 128 and not causal)
+
+
+def gbwd6() -> list:
+    """Session 11: D=64 with dQ's columns split between the consumers (K loaded a second time as two column
+    halves), 2 or 3 stages, against the default (each consumer adds its keys' share of all of dQ) and the
+    Triton kernels; GPU time, 5 rounds, B4 H32 S4096 fp16."""
+    rows: list = []
+    for D, causal, timed in _bwd_problems():
+        if D == 64:
+            timed(rows, "triton (two kernels, TMA)", 5, 30, gluon=False)
+            timed(rows, "gluon", 5, 30, gluon=True)
+            for cfg in GBWD_ALT[64]:
+                timed(rows, f"gluon {cfg}", 5, 30, gluon=True, gluon_config=cfg)
+            timed(rows, "gluon again", 5, 30, gluon=True)
+    return rows
+
+
+def mm1024() -> list:
+    """Session 12: the Gluon warp-specialised matmul at 1024^3 in cuBLAS's shape (ncu, session 11: cuBLAS runs
+    nvjet 128x64 tiles, K steps of 64, 8 stages, 3 warpgroups; ours 64x128x128, 1 warpgroup, 7.8 against 7.0 us),
+    against the public matmul; fp16 and bf16, 5 rounds."""
+    from tcourse.kernels import gluon_matmul as GM, matmul_kernels as M
+
+    rows: list = []
+    configs = [(128, 64, 64, 8, 8), (128, 64, 64, 6, 8), (128, 64, 128, 4, 8), (64, 128, 64, 8, 4),
+               (64, 128, 128, 4, 4), (128, 128, 64, 4, 8)]
+    for dt in (torch.float16, torch.bfloat16):
+        a, b = (torch.randn(1024, 1024, device="cuda", dtype=dt) for _ in range(2))
+        ref = a.double() @ b.double()
+        _guard(rows, {"dtype": str(dt), "kernel": "public matmul"},
+               lambda: {"err": _rel(M.matmul(a, b), ref), **_cmp(lambda: M.matmul(a, b), lambda: a @ b, rounds=5)})
+        for bm, bn, bk, st, w in configs:
+            cfg = {"BM": bm, "BN": bn, "BK": bk, "STAGES": st, "num_warps": w}
+            _guard(rows, {"dtype": str(dt), "kernel": "gluon", **cfg},
+                   lambda cfg=cfg: {"err": _rel(GM.matmul(a, b, cfg), ref),
+                                    **_cmp(lambda: GM.matmul(a, b, cfg), lambda: a @ b, rounds=5)})
+        _guard(rows, {"dtype": str(dt), "kernel": "public matmul again"},
+               lambda: _cmp(lambda: M.matmul(a, b), lambda: a @ b, rounds=5))
+    return rows
 
 
 # -- softmax 4096 x 1024 -----------------------------------------------------------------------------
@@ -660,7 +699,8 @@ def fwd5() -> list:
 
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
-         "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5}
+         "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
+         "gbwd6": gbwd6, "mm1024": mm1024}
 
 
 def main(argv: list[str]) -> int:
