@@ -357,7 +357,8 @@ def _gbwd_cases():
 
 
 # run 3 also timed AHEAD (block i+1's scores issued before block i's gradients are waited for; removed after it)
-GBWD_ALT = {64: ({"STAGES": 3}, {"DQ_SPLIT": True}, {"DQ_SPLIT": True, "STAGES": 3}), 128: ({"STAGES": 2}, {"DQ_SPLIT": False, "STAGES": 2})}
+# session 11 also timed DQ_SPLIT at D=64 (K loaded a second time as two column halves; gbwd6, commit fa4c118, removed after it)
+GBWD_ALT = {64: ({"STAGES": 3},), 128: ({"STAGES": 2}, {"DQ_SPLIT": False, "STAGES": 2})}
 
 
 def gbwdcheck() -> list:
@@ -428,9 +429,9 @@ def gbwd5() -> list:
 
 
 def gbwd6() -> list:
-    """Session 11: D=64 with dQ's columns split between the consumers (K loaded a second time as two column
-    halves), 2 or 3 stages, against the default (each consumer adds its keys' share of all of dQ) and the
-    Triton kernels; GPU time, 5 rounds, B4 H32 S4096 fp16."""
+    """Session 11: the D=64 configs against the default (each consumer adds its keys' share of all of dQ) and the
+    Triton kernels; GPU time, 5 rounds, B4 H32 S4096 fp16. Run at commit fa4c118, where GBWD_ALT[64] also held
+    DQ_SPLIT with 2 and 3 stages (dQ's columns split between the consumers, K loaded again as two column halves)."""
     rows: list = []
     for D, causal, timed in _bwd_problems():
         if D == 64:

@@ -120,6 +120,17 @@ def test_gluon_matmul_compiles_for_sm90_with_two_partitions():
     assert "HGMMA" in rep.sass()
 
 
+def test_gluon_matmul_config_of_the_1024_dispatch_compiles_without_spills():
+    """matmul's Gluon config at 1024^3 (64x128 tiles, K steps of 64, 8 stages): the ring fits with C's tile."""
+    gluon_matmul = pytest.importorskip("tcourse.kernels.gluon_matmul")
+    from tcourse.kernels.matmul_kernels import GLUON_CONFIG
+
+    for dtype in (torch.float16, torch.bfloat16):
+        rep = gluon_matmul.compile_sm90(1024, dtype, GLUON_CONFIG)
+        ring = GLUON_CONFIG["STAGES"] * (64 * 64 + 64 * 128) * 2
+        assert ring <= rep.shared_bytes < ring + 64 * 128 * 2 and rep.fits_sm90 and rep.spills == 0
+
+
 def test_attention_dispatches_to_the_pipelined_gluon_kernel_where_it_measured_faster():
     """Shape rules only (no GPU needed): D=128, and causal D=64 up to S=2048; never a shape the kernel
     cannot take."""
@@ -133,6 +144,20 @@ def test_attention_dispatches_to_the_pipelined_gluon_kernel_where_it_measured_fa
     assert picks(4, 32, 1024, 128, False, torch.bfloat16)
     assert not picks(4, 32, 4096, 64, True) and not picks(4, 32, 1024, 64, False) and not picks(4, 32, 1024, 32, True)
     assert not picks(1, 8, 1000, 128, False)  # S not a multiple of 2 * BM: the Triton kernels
+
+
+def test_a_triton_without_gluon_keeps_the_public_functions_on_their_triton_kernels(monkeypatch):
+    """gluon_module gives None for a module that does not import (as on a Triton without Gluon), once; the
+    dispatchers then pick no Gluon kernel."""
+    from tcourse.kernels import _launch, attention_kernels as A
+
+    assert _launch.gluon_module("no_such_kernel_module") is None
+    assert "no_such_kernel_module" in _launch._GLUON_MODULES
+    for name in ("gluon_attention_pipelined", "gluon_attention_bwd", "gluon_matmul"):
+        monkeypatch.setitem(_launch._GLUON_MODULES, name, None)
+    assert A._gluon_kernel(torch.empty(4, 32, 1024, 128, dtype=torch.float16), False) is None
+    monkeypatch.setattr(ab, "is_hopper", lambda q: True)
+    assert not ab._gluon_measured_faster(torch.empty(1, 1, 4096, 128), False, None, None, False, None)
 
 
 def test_gluon_shared_layouts_are_computed_once_and_equal_the_default():
@@ -255,8 +280,9 @@ def test_attention_backward_dispatches_to_gluon_where_it_measured_faster(monkeyp
     def picks(S, D, causal, **kw):
         return ab._gluon_measured_faster(torch.empty(1, 1, S, D), causal, kw.get("dkdv"), kw.get("dq"),
                                          kw.get("dq_atomic", False), kw.get("tma"))
-    assert picks(4096, 128, False) and picks(4096, 128, True) and picks(8192, 64, True)
-    assert not picks(4096, 64, False) and not picks(2048, 128, False) and not picks(2048, 128, True)
+    assert picks(4096, 128, False) and picks(4096, 128, True) and picks(8192, 64, True) and picks(4096, 64, False)
+    assert not picks(2048, 128, False) and not picks(2048, 128, True) and not picks(2048, 64, False)
+    assert not picks(4096, 32, False)  # a head dim never measured
     assert not picks(4096 + 64, 128, False)  # S not a multiple of 128: the kernel does not take it
     assert not picks(4096, 128, False, dkdv={"BLOCK_M": 32}) and not picks(4096, 128, False, dq_atomic=True)
     assert not picks(4096, 128, False, tma=True)

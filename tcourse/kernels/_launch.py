@@ -8,6 +8,7 @@ argument specialisation is launched again straight from its compiled form (``Lau
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import os
 
@@ -44,6 +45,20 @@ def num_sms(t: torch.Tensor) -> int:
     if n is None:
         n = _SMS[i] = torch.cuda.get_device_properties(i).multi_processor_count
     return n
+
+
+_GLUON_MODULES: dict = {}
+
+
+def gluon_module(name: str):
+    """The Gluon kernel module ``tcourse.kernels.<name>``, imported on first use, or None where this Triton
+    has no Gluon (or not the parts it uses): the public functions then keep to their Triton kernels."""
+    if name not in _GLUON_MODULES:
+        try:
+            _GLUON_MODULES[name] = importlib.import_module(f"{__package__}.{name}")
+        except Exception:  # noqa: BLE001 - a Triton without (this) Gluon
+            _GLUON_MODULES[name] = None
+    return _GLUON_MODULES[name]
 
 
 def cdiv(a: int, b: int) -> int:

@@ -37,7 +37,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import cdiv, is_hopper, on_gpu
+from ._launch import cdiv, gluon_module, is_hopper, on_gpu
 from .attention_kernels import TensorDescriptor
 
 
@@ -304,26 +304,20 @@ def _sources(ts, block: int, tma: bool) -> list:
             for t in ts]
 
 
-_GLUON: list = []
 # (head dim, causal) where the one-kernel Gluon backward measured faster than these two kernels on the H200,
 # at B4 H32 S4096 fp16, GPU time against SDPA's backward: D128 0.94x against 0.73x, causal D128 0.92-0.95x
 # against 0.82x (results/h200/issue18/gbwd5.json, gbwd4.json: after its first two query blocks left the loop,
 # which cut ptxas's spills; before, causal D128 was slower, 0.73 against 0.80, gbwd_run3.json), causal D64
-# 0.98x against 0.92x. Plain D64 is a tie (0.86-0.89x either way); shorter S was not measured (fewer query
-# blocks per program to spread its start-up over), so S >= 4096.
-GLUON_BWD_WINS = {(128, False), (128, True), (64, True)}
+# 0.97-0.98x against 0.92-0.93x, plain D64 0.93-0.95x against 0.90x (gbwd6.json: 3288-3300 against 3397 us,
+# p20-p80 apart; gbwd4.json 0.89x against 0.87x); shorter S was not measured (fewer query blocks per program
+# to spread its start-up over), so S >= 4096.
+GLUON_BWD_WINS = {(128, False), (128, True), (64, False), (64, True)}
 GLUON_BWD_MIN_S = 4096
 
 
 def _gluon_bwd():
     """``gluon_attention_bwd`` (the one-kernel Hopper backward), or None where this Triton has no Gluon."""
-    if not _GLUON:
-        try:
-            from . import gluon_attention_bwd
-        except Exception:  # noqa: BLE001 - a Triton without (this) Gluon: the Triton kernels serve
-            gluon_attention_bwd = None
-        _GLUON.append(gluon_attention_bwd)
-    return _GLUON[0]
+    return gluon_module("gluon_attention_bwd")
 
 
 def _gluon_measured_faster(q, causal, dkdv, dq, dq_atomic, tma) -> bool:

@@ -39,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import Plans, Tuned, cdiv, current_device, is_hopper, on_gpu
+from ._launch import Plans, Tuned, cdiv, current_device, gluon_module, is_hopper, on_gpu
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -265,9 +265,6 @@ def attention_tma(q, k, v, causal=False, sm_scale=None, config: dict | None = No
 # time with either kernel and 16-18 us against 53-54 us per call end to end; S 1024 was 1.28x faster
 # with the pointer kernel; results/h200/issue18/host.json).
 TMA_MIN_WORK = 2**32
-_GLUON: list = []  # [module or None], filled on first use
-
-
 def _gluon_kernel(q, causal):
     """The pipelined Gluon kernel (``gluon_attention_pipelined``) where it measured faster than the
     Triton one on the H200: D = 128 (0.95-1.13x cuDNN against 0.80-0.87x), and causal D = 64 up to S = 2048
@@ -276,13 +273,7 @@ def _gluon_kernel(q, causal):
     S, D = q.shape[2], q.shape[3]
     if not (D == 128 or (D == 64 and causal and S <= 2048)):
         return None
-    if not _GLUON:
-        try:
-            from . import gluon_attention_pipelined
-        except Exception:  # noqa: BLE001 - a Triton without (this) Gluon: the Triton kernel serves
-            gluon_attention_pipelined = None
-        _GLUON.append(gluon_attention_pipelined)
-    found = _GLUON[0]
+    found = gluon_module("gluon_attention_pipelined")
     return found if found is not None and found.supports(q, causal) else None
 
 

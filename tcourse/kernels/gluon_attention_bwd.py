@@ -69,22 +69,14 @@ def _program(S, BH, BN: gl.constexpr, BM: gl.constexpr, CAUSAL):
 
 
 @gluon.jit
-def _loader(q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, kdq_desc, k_smem, v_smem, k_halves, q_bufs, do_bufs,
-            lse_bufs, delta_bufs, kv_ready, q_ready, q_empty, S, BH, CAUSAL):
+def _loader(q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_smem, q_bufs, do_bufs, lse_bufs,
+            delta_bufs, kv_ready, q_ready, q_empty, S, BH, CAUSAL):
     BN: gl.constexpr = k_smem.shape[0]
-    # with K halves, k_halves is their [2, BN, D/2] buffer, else k_smem (a Python bool passed to a worker partition
-    # reached it as a run-time value under Triton 3.6, and an `if` on it compiled both branches)
-    K_HALVES: gl.constexpr = len(k_halves.shape) == 3
     BM: gl.constexpr = q_bufs.shape[1]
     STAGES: gl.constexpr = q_bufs.shape[0]
     n0, bh, start, n_steps = _program(S, BH, BN, BM, CAUSAL)
     row = bh * S
-    if K_HALVES:  # K once more, as two column halves for the dQ multiplies
-        mbarrier.expect(kv_ready, k_desc.block_type.nbytes + v_desc.block_type.nbytes + 2 * kdq_desc.block_type.nbytes)
-        _tma_load(kdq_desc, [row + n0, 0], kv_ready, k_halves.index(0))
-        _tma_load(kdq_desc, [row + n0, kdq_desc.block_type.shape[1]], kv_ready, k_halves.index(1))
-    else:
-        mbarrier.expect(kv_ready, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
+    mbarrier.expect(kv_ready, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
     _tma_load(k_desc, [row + n0, 0], kv_ready, k_smem)
     _tma_load(v_desc, [row + n0, 0], kv_ready, v_smem)
     for i in range(n_steps):
@@ -243,9 +235,9 @@ def _consumer(k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, d
 
 
 @gluon.jit
-def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, kdq_desc, dk_ptr, dv_ptr, S,
-                         BH, qk_scale, sm_scale, BM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, K_HALVES: gl.constexpr):
+def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dk_ptr, dv_ptr, S, BH,
+                         qk_scale, sm_scale, BM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
+                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     BN: gl.constexpr = k_desc.block_type.shape[0]
     KB: gl.constexpr = BN // 2
@@ -273,15 +265,7 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
         mbarrier.init(ds_ready.index(b), count=2)
         mbarrier.init(ds_free.index(b), count=2)
     fence_async_shared()
-    # consumer c: dQ_i's columns c * D/2 .., a contraction over all 128 keys. At D = 128 a column half of K is one
-    # 128-byte swizzle slab of k_smem; at D = 64 it is half of one, which wgmma cannot address, so K comes a
-    # second time as two column halves (K_HALVES; kdq_desc: BN x D/2 tiles, 64-byte swizzle)
-    k_halves = k_smem  # unused without K_HALVES
-    if K_HALVES:
-        k_halves = gl.allocate_shared_memory(dtype, [2, BN, DQ_N], kdq_desc.layout)
-        k_dq0 = k_halves.index(0)
-        k_dq1 = k_halves.index(1)
-    elif DQ_SPLIT:
+    if DQ_SPLIT:  # consumer c: dQ_i's columns c * D/2 .., a contraction over all 128 keys
         k_dq0 = k_smem.slice(0, DQ_N, dim=1)
         k_dq1 = k_smem.slice(DQ_N, DQ_N, dim=1)
     else:  # consumer c: its own keys' share of all D columns
@@ -293,8 +277,8 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
     second = (k_smem.slice(KB, KB), v_smem.slice(KB, KB), k_dq1, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1,
               ds0.slice(KB, KB), ds1.slice(KB, KB), dq_bufs.index(1), kv_ready.index(0), q_ready, q_empty, ds_ready,
               ds_free, dq_desc, dk_ptr, dv_ptr, KB, DQ_N if DQ_SPLIT else 0, S, BH, qk_scale, sm_scale, CAUSAL)
-    loads = (q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, kdq_desc, k_smem, v_smem, k_halves, q_bufs, do_bufs,
-             lse_bufs, delta_bufs, kv_ready.index(0), q_ready, q_empty, S, BH, CAUSAL)
+    loads = (q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_smem, q_bufs, do_bufs, lse_bufs,
+             delta_bufs, kv_ready.index(0), q_ready, q_empty, S, BH, CAUSAL)
     gl.warp_specialize([(_consumer, first), (_consumer, second), (_loader, loads)],
                        [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
@@ -311,20 +295,13 @@ def _config(D: int, config: dict | None) -> dict:
     return {**CONFIGS[D], **(config or {})}
 
 
-def _k_halves(D: int, cfg: dict, itemsize: int = 2) -> bool:
-    """Whether dQ's column halves need K a second time, as two tiles of D/2 columns: a half row narrower than a
-    128-byte swizzle slab (D = 64 in fp16/bf16)."""
-    return cfg["DQ_SPLIT"] and D // 2 * itemsize < 128
-
-
 def smem_bytes(D: int, config: dict | None = None, itemsize: int = 2) -> int:
-    """Shared memory of one program: K and V (K twice with K halves), the Q/dO/lse/delta ring, two dS^T buffers
-    and two fp32 dQ tiles, and 1 KiB for the barriers and alignment."""
+    """Shared memory of one program: K and V, the Q/dO/lse/delta ring, two dS^T buffers and two fp32 dQ
+    tiles, and 1 KiB for the barriers and alignment."""
     cfg = _config(D, config)
     bm, dq_n = cfg["BM"], D // 2 if cfg["DQ_SPLIT"] else D
     ring = cfg["STAGES"] * (2 * bm * D * itemsize + 2 * bm * 4)
-    k_copy = BN * D * itemsize if _k_halves(D, cfg, itemsize) else 0
-    return (2 * BN * D + 2 * BN * bm) * itemsize + k_copy + ring + 2 * bm * dq_n * 4 + 1024
+    return (2 * BN * D + 2 * BN * bm) * itemsize + ring + 2 * bm * dq_n * 4 + 1024
 
 
 def supports(q: torch.Tensor, causal: bool = False, config: dict | None = None) -> bool:
@@ -332,8 +309,8 @@ def supports(q: torch.Tensor, causal: bool = False, config: dict | None = None) 
     B, H, S, D = q.shape
     if q.dtype not in _GL_DTYPE or D not in CONFIGS:
         return False
-    cfg = _config(D, config)
-    return (S % BN == 0 and S % cfg["BM"] == 0
+    cfg = _config(D, config)  # DQ_SPLIT: K's D/2 columns must be one 128-byte swizzle slab
+    return (S % BN == 0 and S % cfg["BM"] == 0 and not (cfg["DQ_SPLIT"] and D != 128)
             and BN == 2 * cfg["BM"]  # the consumers take query blocks in pairs; causal: the first pair holds the diagonal
             and smem_bytes(D, cfg) <= H100_SMEM_LIMIT)
 
@@ -341,19 +318,15 @@ def supports(q: torch.Tensor, causal: bool = False, config: dict | None = None) 
 ROW_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=1)  # lse and delta: BM floats
 
 
-def _descriptors(q2, k2, v2, do2, lse, delta, dq_acc, bm: int, dq_n: int, k_halves: bool):
-    """The kernel's descriptors, in its order; the last (``kdq_desc``) reads K's column halves with K halves,
-    else it is K's own descriptor again (unused)."""
+def _descriptors(q2, k2, v2, do2, lse, delta, dq_acc, bm: int, dq_n: int):
     D, dt = q2.shape[1], q2.dtype
-    k_cols = dq_n if k_halves else D
     return (TensorDescriptor.from_tensor(q2, [bm, D], _layout([bm, D], dt)),
             TensorDescriptor.from_tensor(k2, [BN, D], _layout([BN, D], dt)),
             TensorDescriptor.from_tensor(v2, [BN, D], _layout([BN, D], dt)),
             TensorDescriptor.from_tensor(do2, [bm, D], _layout([bm, D], dt)),
             TensorDescriptor.from_tensor(lse.view(-1), [bm], ROW_LAYOUT),
             TensorDescriptor.from_tensor(delta.view(-1), [bm], ROW_LAYOUT),
-            TensorDescriptor.from_tensor(dq_acc, [bm, dq_n], _layout([bm, dq_n], torch.float32)),
-            TensorDescriptor.from_tensor(k2, [BN, k_cols], _layout([BN, k_cols], dt)))
+            TensorDescriptor.from_tensor(dq_acc, [bm, dq_n], _layout([bm, dq_n], torch.float32)))
 
 
 def attention_bwd(do, q, k, v, lse, delta, sm_scale: float, causal: bool = False, config: dict | None = None):
@@ -368,11 +341,10 @@ def attention_bwd(do, q, k, v, lse, delta, sm_scale: float, causal: bool = False
     q2, k2, v2, do2 = (t.contiguous().view(B * H * S, D) for t in (q, k, v, do))
     dq_acc = torch.zeros((B * H * S, D), dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k2), torch.empty_like(v2)
-    halves = _k_halves(D, cfg, q.element_size())
-    descs = _descriptors(q2, k2, v2, do2, lse.contiguous(), delta.contiguous(), dq_acc, bm, dq_n, halves)
+    descs = _descriptors(q2, k2, v2, do2, lse.contiguous(), delta.contiguous(), dq_acc, bm, dq_n)
     attention_bwd_kernel[(S // BN * B * H,)](*descs, dk, dv, S, B * H, sm_scale * LOG2E, sm_scale,
                                              BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
-                                             DQ_SPLIT=cfg["DQ_SPLIT"], K_HALVES=halves, num_warps=4)
+                                             DQ_SPLIT=cfg["DQ_SPLIT"], num_warps=4)
     return tuple(t.view(B, H, S, D) for t in (dq_acc.to(q.dtype), dk, dv))
 
 
@@ -384,11 +356,8 @@ def compile_sm90(S: int = 4096, D: int = 128, causal: bool = False, config: dict
     bm, dq_n = cfg["BM"], D // 2 if cfg["DQ_SPLIT"] else D
     blocks = (([bm, D], torch.float16), ([BN, D], torch.float16), ([BN, D], torch.float16), ([bm, D], torch.float16))
     rows = f"tensordesc<fp32[{bm}],{ROW_LAYOUT!r}>"
-    halves = _k_halves(D, cfg)
-    k_cols = dq_n if halves else D
     descs = [descriptor_type(block, dt) for block, dt in blocks] + [rows, rows,
-                                                                    descriptor_type([bm, dq_n], torch.float32),
-                                                                    descriptor_type([BN, k_cols], torch.float16)]
+                                                                    descriptor_type([bm, dq_n], torch.float32)]
     return compile_for_sm90(attention_bwd_kernel, *descs, "*fp16", "*fp16", S, 128, 0.1, 0.1,
                             num_warps=4, num_stages=1, BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
-                            DQ_SPLIT=cfg["DQ_SPLIT"], K_HALVES=halves)
+                            DQ_SPLIT=cfg["DQ_SPLIT"])
