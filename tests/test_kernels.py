@@ -2,8 +2,6 @@
 
 bf16 is silently wrong under the interpreter, so bf16 tests run only where a GPU is present.
 """
-import importlib.util
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -118,23 +116,6 @@ def test_attention_scale():
     q, k, v = (randn(1, 2, 40, 16, dtype=dtype, seed=s) for s in (20, 21, 22))
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=0.3)
     assert rel_err(K.attention(q, k, v, sm_scale=0.3), ref) < (1e-5 if DEV == "cpu" else 3e-3)
-
-
-@gpu_only
-@pytest.mark.parametrize("mnk", [(1024, 1024, 1024), (1000, 1000, 1000), (1024, 1000, 1008)])
-def test_matmul_gluon_dispatch_gpu(mnk):
-    """At 1024^3 on Hopper matmul takes the Gluon kernel (ragged edges through TMA's bounds); a transposed
-    operand, or a GPU or Triton without it, the blocked kernel; the same results either way."""
-    m, n, k = mnk
-    for dt in (torch.float16, torch.bfloat16):
-        a, b = randn(m, k, dtype=dt, seed=25), randn(k, n, dtype=dt, seed=26)
-        ref = a.double() @ b.double()
-        gluon = matmul_kernels.is_hopper(a) and importlib.util.find_spec("triton.experimental.gluon") is not None
-        assert (matmul_kernels._gluon_matmul(a, b) is not None) == gluon
-        assert rel_err(K.matmul(a, b), ref) < 1e-2
-        bt = b.T.contiguous().T  # the same values, column-major
-        assert matmul_kernels._gluon_matmul(a, bt) is None
-        assert rel_err(K.matmul(a, bt), ref) < 1e-2
 
 
 @gpu_only

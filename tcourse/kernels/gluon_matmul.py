@@ -27,7 +27,7 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
     warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from ._launch import Launcher, cdiv, is_hopper
+from ._launch import cdiv
 
 # The Gluon API differences between the supported versions that this kernel meets (3.6 read and compiled
 # for sm_90 on a laptop, as 3.9 is): the TMA copies are async_copy_global_to_shared / async_copy_shared_to_global
@@ -104,7 +104,6 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, K, BM: gl.constexpr, BN: gl.constex
 
 
 DEFAULT_CONFIG = {"BM": 128, "BN": 128, "BK": 64, "STAGES": 4, "num_warps": 4}
-_launch = Launcher(matmul_ws_kernel)  # repeated calls: Triton's C launch, each CUtensorMap built once
 
 
 _GL_DTYPE = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
@@ -132,16 +131,16 @@ def descriptors(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, BM: int, BN: 
 def matmul(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torch.Tensor:
     """``a @ b`` for 2-D fp16/bf16 CUDA tensors with 16-byte aligned rows (Hopper only)."""
     cfg = {**DEFAULT_CONFIG, **(config or {})}
-    if not is_hopper(a):
+    if not (a.is_cuda and torch.cuda.get_device_capability(a.device)[0] == 9):
         raise RuntimeError("the Gluon matmul is written for Hopper (sm_90): wgmma and TMA")
     if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
         raise TypeError(f"fp16 or bf16 inputs of one dtype, got {a.dtype} and {b.dtype}")
     (M, K), N = a.shape, b.shape[1]
-    c = a.new_empty((M, N))
+    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
     a_d, b_d, c_d = descriptors(a.contiguous(), b.contiguous(), c, cfg["BM"], cfg["BN"], cfg["BK"])
     grid = (cdiv(M, cfg["BM"]), cdiv(N, cfg["BN"]))
-    _launch(grid, (a_d, b_d, c_d, K), {"BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "STAGES": cfg["STAGES"],
-                                       "MMA_WARPS": cfg["num_warps"], "num_warps": cfg["num_warps"]})
+    matmul_ws_kernel[grid](a_d, b_d, c_d, K, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], STAGES=cfg["STAGES"],
+                           MMA_WARPS=cfg["num_warps"], num_warps=cfg["num_warps"])
     return c
 
 
