@@ -100,7 +100,7 @@ for step in "${steps[@]}"; do
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;
     attention-tests) run kernel_tests_gpu_attention timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
         -k "attention or pipelined or descriptor or repeated" ;;
-    gbwd6)  # D=64 with dQ's columns split (K halves): correctness of every config first, time-limited, then timing
+    gbwd6)  # the D=64 backward configs (at fa4c118 also dQ's columns split): every config checked, time-limited, then timed
       run probe_gbwdcheck timeout 200 python3 scripts/probe_issue18.py gbwdcheck
       grep -q "'ok': False" results/h200/logs/probe_gbwdcheck.log || run probe_gbwd6 timeout 150 python3 scripts/probe_issue18.py gbwd6 ;;
     ncu-mm)  # Nsight Compute on 1024^3 matmuls: which kernel cuBLAS runs (tile, cluster), its grid and duration beside ours

@@ -94,8 +94,7 @@ def suite_rows(results: Path) -> list[str]:
     ):
         c = cases.get((fam, name))
         if (fam, name) in REVERTED:
-            doc = earlier_suite(results, REVERTED[(fam, name)])
-            c = next(c for c in doc["cases"] if (c["family"], c["name"]) == (fam, name))
+            doc, c = earlier_case(results, fam, name)
             title += f"（{doc['date'][:10]} 的整套运行，见附录）"
         if c is None or base not in c["vs"]:
             raise Missing(f"bench_suite {fam} {name} {base}")
@@ -204,17 +203,10 @@ REVERTED_NOTE = ("¹ 这一行取自更早的整套运行（{date} UTC，`{name}
                  "测完因 host 时间太长又从 `matmul` 的分派里撤掉了（附录下文），现在的代码走分块 kernel。")
 
 
-def earlier_suite(results: Path, name: str) -> dict:
-    return load(results, name)[1]
-
-
-def standing_row(results: Path, suite: dict, r: dict) -> tuple[dict, dict, str]:
-    """(summary row, case, mark) for a summary row of ``suite``: an earlier run's where the path was reverted."""
-    name = REVERTED.get((r["family"], r["case"]))
-    doc = suite if name is None else earlier_suite(results, name)
-    row = next(x for x in doc["summary"] if (x["family"], x["case"], x["baseline"]) == (r["family"], r["case"], r["baseline"]))
-    case = next(c for c in doc["cases"] if (c["family"], c["name"]) == (r["family"], r["case"]))
-    return row, case, "" if name is None else "¹"
+def earlier_case(results: Path, family: str, name: str) -> tuple[dict, dict]:
+    """(the earlier suite that REVERTED names for this case, that suite's case)."""
+    doc = load(results, REVERTED[(family, name)])[1]
+    return doc, next(c for c in doc["cases"] if (c["family"], c["name"]) == (family, name))
 
 
 def family_reruns(results: Path, suite: dict) -> list[dict]:
@@ -256,11 +248,11 @@ def appendix_targets(results: Path) -> str:
             continue
         if r["target"] is None:
             continue
-        mark = ""
+        mark, case = "", cases[(r["family"], r["case"])]
         if (r["family"], r["case"]) in REVERTED:
-            r, case, mark = standing_row(results, suite, r)
-        else:
-            case = cases[(r["family"], r["case"])]
+            doc, case = earlier_case(results, r["family"], r["case"])
+            r = next(x for x in doc["summary"] if (x["family"], x["case"], x["baseline"]) == (r["family"], r["case"], r["baseline"]))
+            mark = "¹"
         target = max(r["target"], RAISED_TARGETS.get((r["family"], r["case"], r["baseline"]), 0))
         r = {**r, "target": target, "met": r["correct"] and r["speedup"] >= target}
         gpu = (case.get("vs_gpu_time") or {}).get(r["baseline"])
@@ -274,12 +266,12 @@ def appendix_targets(results: Path) -> str:
         for h in host:
             mark = ""
             if h["kernel"] in REVERTED_HOST:
-                h = next(x for x in earlier_suite(results, REVERTED_HOST[h["kernel"]])["host_summary"] if x["kernel"] == h["kernel"])
+                h = next(x for x in load(results, REVERTED_HOST[h["kernel"]])[1]["host_summary"] if x["kernel"] == h["kernel"])
                 mark = "¹"
             lines.append(f"| {h['kernel']}{mark} | {h['ours_us']:.1f} | {h['torch_us']:.1f} | {h['ratio']:.2f} | "
                          f"{'是' if h['met'] else '**否**'} |")
     names = sorted(set(REVERTED.values()) | set(REVERTED_HOST.values()))
-    lines += [""] + [REVERTED_NOTE.format(name=n, date=earlier_suite(results, n)["date"][:16].replace("T", " ")) for n in names]
+    lines += [""] + [REVERTED_NOTE.format(name=n, date=load(results, n)[1]["date"][:16].replace("T", " ")) for n in names]
     return "\n".join(lines) + "\n"
 
 

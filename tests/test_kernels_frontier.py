@@ -140,10 +140,9 @@ def test_a_triton_without_gluon_keeps_the_public_functions_on_their_triton_kerne
     dispatchers then pick no Gluon kernel."""
     from tcourse.kernels import _launch, attention_kernels as A
 
+    monkeypatch.setattr(_launch, "_GLUON_MODULES", {"gluon_attention_pipelined": None, "gluon_attention_bwd": None})
     assert _launch.gluon_module("no_such_kernel_module") is None
     assert "no_such_kernel_module" in _launch._GLUON_MODULES
-    for name in ("gluon_attention_pipelined", "gluon_attention_bwd"):
-        monkeypatch.setitem(_launch._GLUON_MODULES, name, None)
     assert A._gluon_kernel(torch.empty(4, 32, 1024, 128, dtype=torch.float16), False) is None
     monkeypatch.setattr(ab, "is_hopper", lambda q: True)
     assert not ab._gluon_measured_faster(torch.empty(1, 1, 4096, 128), False, None, None, False, None)

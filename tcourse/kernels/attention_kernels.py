@@ -265,6 +265,8 @@ def attention_tma(q, k, v, causal=False, sm_scale=None, config: dict | None = No
 # time with either kernel and 16-18 us against 53-54 us per call end to end; S 1024 was 1.28x faster
 # with the pointer kernel; results/h200/issue18/host.json).
 TMA_MIN_WORK = 2**32
+
+
 def _gluon_kernel(q, causal):
     """The pipelined Gluon kernel (``gluon_attention_pipelined``) where it measured faster than the
     Triton one on the H200: D = 128 (0.95-1.13x cuDNN against 0.80-0.87x), and causal D = 64 up to S = 2048
