@@ -107,9 +107,14 @@ for step in "${steps[@]}"; do
       ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
       run ncu_matmul_1024 timeout 150 "$ncu" --clock-control none --section SpeedOfLight --section LaunchStats \
         --section Occupancy --section MemoryWorkloadAnalysis --launch-count 16 python3 scripts/profile_matmul.py ;;
-    final-tests) run kernel_tests_gpu_final timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
-        -k "matmul_bf16_gpu or backward_gpu" ;;  # what issue 18's last changes touch: the backward's dispatch
+    final-tests) run kernel_tests_gpu_final timeout 280 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
+        -k "matmul or backward_gpu or bf16_gpu" ;;  # what issue 18's last changes touch: matmul's dispatch, the backward's
     mm1024) run probe_mm1024 timeout 200 python3 scripts/probe_issue18.py mm1024 ;;
+    gmmhost)  # the Gluon matmul's host path at 1024^3, piece by piece, and the public matmul on it; then its GPU tests
+      run probe_gmmhost timeout 150 python3 scripts/probe_issue18.py gmmhost
+      run kernel_tests_gpu_gmm timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
+        -k "matmul or descriptor_kernels or repeated" ;;
+    gattnhost) run probe_gattnhost timeout 80 python3 scripts/probe_issue18.py gattnhost ;;  # its launch plan, host and do_bench
     gbwd)  # the Gluon backward: correctness first, time-limited (hand-written barriers can hang), then timing
       run probe_gbwdcheck timeout 150 python3 scripts/probe_issue18.py gbwdcheck
       grep -q "'ok': False" results/h200/logs/probe_gbwdcheck.log || run probe_gbwd timeout 300 python3 scripts/probe_issue18.py gbwd ;;
@@ -121,6 +126,7 @@ for step in "${steps[@]}"; do
     record:*)  # one chapter, e.g. record:notebooks/10_backward.ipynb
       run "record_$(basename "${step#record:}" .ipynb)" timeout 300 python3 scripts/record_gpu.py "${step#record:}" ;;
     bench) run bench_suite timeout 330 python3 -m bench --rounds 5 ;;
+    bench-attention) run bench_suite_attention timeout 200 python3 -m bench --only attention --rounds 5 --no-host ;;  # after an attention-only change
     kernel-tests) run kernel_tests_gpu timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py ;;  # test_kernels_frontier.py is CPU-only (interpreter, CPU tensors)
     kernel-tests-rest)  # the GPU kernel tests that kernel-tests does not reach in its 240 s
       run kernel_tests_gpu_rest timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \

@@ -467,6 +467,126 @@ def mm1024() -> list:
     return rows
 
 
+def gmmhost() -> dict:
+    """Session 13: where the Gluon matmul's host time goes at 1024^3 (45.9 us a call in bench_suite_run9 against
+    torch's 16.8) and what the launch plan keyed on the three addresses leaves of it; each step alone, a profile
+    of the unplanned path; then the public matmul (Gluon at 1024^3 again) checked and timed by do_bench and by
+    GPU time beside the blocked kernel, fp16 and bf16, 5 rounds."""
+    import cProfile
+    import io
+    import pstats
+
+    from bench.host import host_us
+    from tcourse.kernels import _launch as L, gluon_matmul as GM, matmul_kernels as M
+
+    out: dict = {"host_us": {}, "sync_us": {}, "checks": {}, "timing": []}
+    cfg = M.GLUON_CONFIG
+    a, b = (torch.randn(1024, 1024, device="cuda", dtype=torch.float16) for _ in range(2))
+    c = torch.empty_like(a)
+    for _ in range(3):
+        M.matmul(a, b)
+    meta = {"BM": 64, "BN": 128, "BK": 64, "STAGES": 8, "MMA_WARPS": 4, "num_warps": 4}
+    grid = (16, 8)
+    descs = GM.descriptors(a, b, c, 64, 128, 64)
+    GM._launch(grid, (*descs, 1024), meta)
+    entries = list(GM._launch.compiled.values())
+    out["launcher"] = {"entries": len(entries), "raw_c_launch": [e.c_launch is not None for e in entries],
+                       "objects": [e.objects for e in entries], "plans": len(GM._PLANS)}
+    plan = L.plan_of(GM._launch, grid, (*descs, 1024), meta)
+    out["launcher"]["plan"] = plan is not None
+    print("  launcher", out["launcher"], flush=True)
+
+    def unplanned():
+        GM._PLANS.clear()
+        return GM.matmul(a, b, cfg)
+
+    steps = {
+        "torch a @ b": lambda: a @ b,
+        "public matmul (Gluon, planned)": lambda: M.matmul(a, b),
+        "gluon_matmul.matmul, plans cleared each call": unplanned,
+        "matmul_blocked": lambda: M.matmul_blocked(a, b),
+        "Launcher, descriptors built once": lambda: GM._launch(grid, (*descs, 1024), meta),
+        "kernel[grid], descriptors built once": lambda: GM.matmul_ws_kernel[grid](*descs, 1024, **meta),
+        "descriptors()": lambda: GM.descriptors(a, b, c, 64, 128, 64),
+        "a.new_empty((1024, 1024))": lambda: a.new_empty((1024, 1024)),
+    }
+    if plan is not None:
+        steps["plan() alone"] = plan
+    for name, fn in steps.items():
+        try:
+            out["host_us"][name] = host_us(fn)
+            t = []
+            for _ in range(200):  # one call and a synchronize: launch latency plus GPU time
+                t0 = time.perf_counter()
+                fn()
+                torch.cuda.synchronize()
+                t.append(time.perf_counter() - t0)
+            out["sync_us"][name] = sorted(t)[100] * 1e6
+        except Exception as e:  # noqa: BLE001
+            out["host_us"][name] = f"{type(e).__name__}: {e}"
+        print(f"  {name:<48} host {out['host_us'][name]}  sync {out['sync_us'].get(name)}", flush=True)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(1000):
+        unplanned()
+    prof.disable()
+    torch.cuda.synchronize()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(18)
+    out["profile_unplanned"] = buf.getvalue()
+    print("\n".join(out["profile_unplanned"].splitlines()[:40]), flush=True)
+    for dt in (torch.float16, torch.bfloat16):
+        errs = []
+        for seed in range(4):  # fresh inputs (new addresses), then the same ones again (the plan)
+            torch.manual_seed(seed)
+            x, y = (torch.randn(1024, 1024, device="cuda", dtype=dt) for _ in range(2))
+            ref = x.double() @ y.double()
+            errs += [_rel(M.matmul(x, y), ref) for _ in range(3)]
+        out["checks"][str(dt)] = errs
+        print(f"  check {dt} max rel err {max(errs):.2e}", flush=True)
+        x, y = (torch.randn(1024, 1024, device="cuda", dtype=dt) for _ in range(2))
+        for timer in ("do_bench", "gpu_time"):
+            for kernel, fn in (("public matmul (Gluon)", lambda: M.matmul(x, y)),
+                               ("matmul_blocked", lambda: M.matmul_blocked(x, y))):
+                _guard(out["timing"], {"dtype": str(dt), "timer": timer, "kernel": kernel},
+                       lambda fn=fn, timer=timer: _cmp(fn, lambda: x @ y, timer=timer, rounds=5))
+    return out
+
+
+def gattnhost() -> dict:
+    """Session 13: the pipelined Gluon attention's host time with and without its launch plan (four descriptors a
+    call; B1 H2 S1024 D64 causal fp16, a few us of GPU time), then the suite's short causal shape (B4 H32 S1024 D64,
+    where do_bench read 0.80x against 1.02x of GPU time in the 07:40 suite) by do_bench and GPU time, 5 rounds."""
+    import torch.nn.functional as F
+
+    from bench.host import host_us
+    import tcourse.kernels as K
+    from tcourse.kernels import gluon_attention_pipelined as P
+
+    out: dict = {"host_us": {}, "timing": []}
+    q, k, v = (torch.randn(1, 2, 1024, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+
+    def unplanned():
+        P._PLANS.clear()
+        return P.attention(q, k, v, True)
+
+    for name, fn in (("torch sdpa", lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+                     ("gluon pipelined, planned", lambda: P.attention(q, k, v, True)),
+                     ("gluon pipelined, plans cleared each call", unplanned)):
+        out["host_us"][name] = host_us(fn)
+        print(f"  {name:<44} host {out['host_us'][name]:.1f} us", flush=True)
+    for dt in (torch.float16, torch.bfloat16):
+        q, k, v = (torch.randn(4, 32, 1024, 64, device="cuda", dtype=dt) for _ in range(3))
+        ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
+        for timer in ("do_bench", "gpu_time"):
+            _guard(out["timing"], {"dtype": str(dt), "timer": timer},
+                   lambda timer=timer: {"err": _rel(K.attention(q, k, v, causal=True), ref),
+                                        **_cmp(lambda: K.attention(q, k, v, causal=True),
+                                               lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                               timer=timer, rounds=5)})
+    return out
+
+
 # -- softmax 4096 x 1024 -----------------------------------------------------------------------------
 def softmax() -> list:
     """Every (ROWS, num_warps) of the one-block kernel at 4096 x 1024 fp32 (the suite's 1.18-1.21x case)."""
@@ -701,7 +821,7 @@ def fwd5() -> list:
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
-         "gbwd6": gbwd6, "mm1024": mm1024}
+         "gbwd6": gbwd6, "mm1024": mm1024, "gmmhost": gmmhost, "gattnhost": gattnhost}
 
 
 def main(argv: list[str]) -> int:

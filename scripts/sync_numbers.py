@@ -82,7 +82,9 @@ def chapter_rows(results: Path) -> list[str]:
 
 def suite_rows(results: Path) -> list[str]:
     meta, suite = load(results, "bench_suite")
-    cases = {(c["family"], c["name"]): c for c in suite["cases"]}
+    reruns = family_reruns(results, suite)
+    cases = {(c["family"], c["name"]): c for doc in [suite, *reruns] for c in doc["cases"]}
+    source = {fam: f"`python -m bench --only {fam}`" for doc in reruns for fam in doc["families"]}
     rows = []
     for fam, name, base, title in (
         ("matmul", "fp16 1024x1024x1024", "torch.matmul", "Matmul fp16 1024³（参考 kernel）"),
@@ -93,14 +95,11 @@ def suite_rows(results: Path) -> list[str]:
         ("attention", "fp16 B4 H32 S4096 D64", "sdpa_default", "Attention fwd fp16 B4 H32 S4096 D64，对 SDPA 默认（cuDNN）"),
     ):
         c = cases.get((fam, name))
-        if (fam, name) in REVERTED:
-            doc, c = earlier_case(results, fam, name)
-            title += f"（{doc['date'][:10]} 的整套运行，见附录）"
         if c is None or base not in c["vs"]:
             raise Missing(f"bench_suite {fam} {name} {base}")
         v = c["vs"][base]
         rows.append(f"| {title} | {v['ours_rate']:.0f} {v['unit']} | {v['torch_rate']:.0f} {v['unit']} | "
-                    f"{comparison_text(v)} | `python -m bench` |")
+                    f"{comparison_text(v)} | {source.get(fam, '`python -m bench`')} |")
     return rows
 
 
@@ -194,21 +193,6 @@ def tutorial_attention(results: Path) -> str:
 RAISED_TARGETS = {("matmul", f"{dt} 1024x1024x1024", "torch.matmul"): 0.95 for dt in ("fp16", "bf16")}
 
 
-# Suite rows that measured a path the code no longer takes: their rows come from the named earlier full run,
-# marked as such. The 2026-12-03 05:21 suite ran matmul at 1024^3 through the Gluon kernel, which was taken out
-# of matmul's dispatch after it (host time; tcourse/kernels/matmul_kernels.py).
-REVERTED = {("matmul", f"{dt} 1024x1024x1024"): "issue18/bench_suite_run8" for dt in ("fp16", "bf16")}
-REVERTED_HOST = {"matmul fp16 1024^3": "issue18/bench_suite_run8"}
-REVERTED_NOTE = ("¹ 这一行取自更早的整套运行（{date} UTC，`{name}.json`）：本次运行里 1024³ 的 matmul 走的是第 9 章的 Gluon kernel，"
-                 "测完因 host 时间太长又从 `matmul` 的分派里撤掉了（附录下文），现在的代码走分块 kernel。")
-
-
-def earlier_case(results: Path, family: str, name: str) -> tuple[dict, dict]:
-    """(the earlier suite that REVERTED names for this case, that suite's case)."""
-    doc = load(results, REVERTED[(family, name)])[1]
-    return doc, next(c for c in doc["cases"] if (c["family"], c["name"]) == (family, name))
-
-
 def family_reruns(results: Path, suite: dict) -> list[dict]:
     """``python -m bench --only FAMILY`` runs (``bench_suite_FAMILY.json``) made after the full suite, at a later
     commit that changed only that family's kernels: their rows stand in for the suite's, labelled as such."""
@@ -248,15 +232,11 @@ def appendix_targets(results: Path) -> str:
             continue
         if r["target"] is None:
             continue
-        mark, case = "", cases[(r["family"], r["case"])]
-        if (r["family"], r["case"]) in REVERTED:
-            doc, case = earlier_case(results, r["family"], r["case"])
-            r = next(x for x in doc["summary"] if (x["family"], x["case"], x["baseline"]) == (r["family"], r["case"], r["baseline"]))
-            mark = "¹"
+        case = cases[(r["family"], r["case"])]
         target = max(r["target"], RAISED_TARGETS.get((r["family"], r["case"], r["baseline"]), 0))
         r = {**r, "target": target, "met": r["correct"] and r["speedup"] >= target}
         gpu = (case.get("vs_gpu_time") or {}).get(r["baseline"])
-        lines.append(f"| {r['family']} {r['case']}{mark} | {r['baseline']} | {r['ours']:.0f} / {r['torch']:.0f} {r['unit']} | "
+        lines.append(f"| {r['family']} {r['case']} | {r['baseline']} | {r['ours']:.0f} / {r['torch']:.0f} {r['unit']} | "
                      f"{comparison_text(case['vs'][r['baseline']])} | {comparison_text(gpu) if gpu else '—'} | "
                      f"≥{r['target']:g} | {'是' if r['met'] else '**否**'} |")
     host = suite.get("host_summary")
@@ -264,14 +244,8 @@ def appendix_targets(results: Path) -> str:
         lines += ["", f"host 时间（`bench.host`，同一次运行；不同步地连发 10 批 × 100 次，取最快一批），目标：不超过 torch 的 "
                   f"{host[0]['target']:g} 倍：", "", "| kernel | 我们 µs | torch µs | 倍数 | 达到 |", "|---|---|---|---|---|"]
         for h in host:
-            mark = ""
-            if h["kernel"] in REVERTED_HOST:
-                h = next(x for x in load(results, REVERTED_HOST[h["kernel"]])[1]["host_summary"] if x["kernel"] == h["kernel"])
-                mark = "¹"
-            lines.append(f"| {h['kernel']}{mark} | {h['ours_us']:.1f} | {h['torch_us']:.1f} | {h['ratio']:.2f} | "
+            lines.append(f"| {h['kernel']} | {h['ours_us']:.1f} | {h['torch_us']:.1f} | {h['ratio']:.2f} | "
                          f"{'是' if h['met'] else '**否**'} |")
-    names = sorted(set(REVERTED.values()) | set(REVERTED_HOST.values()))
-    lines += [""] + [REVERTED_NOTE.format(name=n, date=load(results, n)[1]["date"][:16].replace("T", " ")) for n in names]
     return "\n".join(lines) + "\n"
 
 

@@ -2,6 +2,8 @@
 
 bf16 is silently wrong under the interpreter, so bf16 tests run only where a GPU is present.
 """
+import importlib.util
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -119,6 +121,29 @@ def test_attention_scale():
 
 
 @gpu_only
+@pytest.mark.parametrize("mnk", [(1024, 1024, 1024), (1000, 1000, 1000), (1024, 1000, 1008)])
+def test_matmul_gluon_dispatch_gpu(mnk):
+    """At 1024^3 on Hopper matmul takes the Gluon kernel (ragged edges through TMA's bounds); a transposed
+    operand, or a GPU or Triton without it, the blocked kernel; the same results either way."""
+    m, n, k = mnk
+    for dt in (torch.float16, torch.bfloat16):
+        a, b = randn(m, k, dtype=dt, seed=25), randn(k, n, dtype=dt, seed=26)
+        ref = a.double() @ b.double()
+        gluon = matmul_kernels.is_hopper(a) and importlib.util.find_spec("triton.experimental.gluon") is not None
+        assert (matmul_kernels._gluon_matmul(a, b) is not None) == gluon
+        for _ in range(3):  # first: kernel[grid]; then the launch plan of these three addresses
+            assert rel_err(K.matmul(a, b), ref) < 1e-2
+        a.copy_(randn(m, k, dtype=dt, seed=27))  # new values at the same addresses: the same plan
+        ref = a.double() @ b.double()
+        assert rel_err(K.matmul(a, b), ref) < 1e-2
+        b2 = randn(k, n, dtype=dt, seed=28)  # another address: another plan
+        assert rel_err(K.matmul(a, b2), a.double() @ b2.double()) < 1e-2
+        bt = b.T.contiguous().T  # the same values, column-major
+        assert matmul_kernels._gluon_matmul(a, bt) is None
+        assert rel_err(K.matmul(a, bt), ref) < 1e-2
+
+
+@gpu_only
 @pytest.mark.parametrize("mnk", [(256, 512, 128), (4095, 4097, 1023), (1000, 1000, 1000)])
 def test_matmul_bf16_gpu(mnk):
     m, n, k = mnk
@@ -154,6 +179,11 @@ def test_pipelined_gluon_attention_gpu(dtype):
                 for order in P.ORDERS:
                     out = P.attention(q, k, v, causal, config={"PINGPONG": pingpong}, order=order)
                     assert rel_err(out, ref) < 1e-2, (B, H, S, D, causal, pingpong, order)
+            for _ in range(3):  # the default config: then the launch plan of these four buffers
+                assert rel_err(P.attention(q, k, v, causal), ref) < 1e-2, (B, H, S, D, causal)
+        v.copy_(randn(B, H, S, D, dtype=dtype, seed=40))  # new values at the same addresses: the same plan
+        ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
+        assert rel_err(P.attention(q, k, v, True), ref) < 1e-2, (B, H, S, D)
 
 
 @gpu_only
@@ -264,19 +294,19 @@ def test_plan_launches_the_compiled_kernel_with_new_leading_arguments():
     nothing and says so; the plan table forgets everything past its limit."""
     from types import SimpleNamespace
 
-    from tcourse.kernels._launch import Plans, _plan_of
+    from tcourse.kernels._launch import Plans, plan_of
 
     fake = _FakeJit()
     launch = _direct_launcher(fake)
     x, out = torch.zeros(64), torch.zeros(64)
     args, meta = (x, out, 64, 2.0), {"BLOCK": 16, "num_warps": 4}
-    assert _plan_of(launch, (4,), args, meta, None, n_lead=2) is None  # never launched: nothing to plan
+    assert plan_of(launch, (4,), args, meta, None, n_lead=2) is None  # never launched: nothing to plan
     launch((4,), args, meta)  # through kernel[grid]; the launcher keeps the compiled entry
     (entry,) = launch.compiled.values()
     calls = []
     entry.c_launch, entry.lead, entry.objects = (lambda *a: calls.append(a)), ("function", "lead"), []
     launch._hooks = SimpleNamespace(launch_enter_hook=SimpleNamespace(calls=[]), launch_exit_hook=None)  # empty chains
-    plan = _plan_of(launch, (4,), args, meta, None, n_lead=2)
+    plan = plan_of(launch, (4,), args, meta, None, n_lead=2)
     assert plan(111, 222) is True
     assert calls == [(4, 1, 1, "stream0", "function", "lead", 111, 222, 64, 2.0, 16, "")]
     plan.hooks = SimpleNamespace(launch_enter_hook=SimpleNamespace(calls=["proton"]), launch_exit_hook=None)
@@ -286,6 +316,33 @@ def test_plan_launches_the_compiled_kernel_with_new_leading_arguments():
     assert set(table) == {"a", "b"}
     table.add("c", plan)
     assert set(table) == {"c"}
+
+
+def test_a_plan_takes_descriptors_as_their_tensor_maps():
+    """Tensor descriptors among a plan's fixed arguments go in expanded, as the raw launch passes them (their
+    CUtensorMap, built once, then shape and strides); a descriptor among the per-call arguments: no plan."""
+    from types import SimpleNamespace
+
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from tcourse.kernels._launch import plan_of
+
+    fake = _FakeJit()
+    launch = _direct_launcher(fake)
+    x = torch.zeros(64)
+    desc = TensorDescriptor(torch.zeros(8, 8), [8, 8], [8, 1], [8, 8])
+    args, meta = (x, desc, 64, 2.0), {"BLOCK": 16}
+    launch((4,), args, meta)
+    (entry,) = launch.compiled.values()
+    calls, built = [], []
+    entry.c_launch, entry.lead, entry.objects = (lambda *a: calls.append(a)), ("function",), [1]
+    entry.desc_meta, entry.maps = [None], {}
+    entry.make_desc_arg = lambda d, m: built.append(d) or ["map", *d.shape, *d.strides]
+    launch._hooks = SimpleNamespace(launch_enter_hook=None, launch_exit_hook=None)
+    assert plan_of(launch, (4,), args, meta, None, n_lead=2) is None
+    plan = plan_of(launch, (4,), args, meta, None, n_lead=1)
+    assert plan(111) and plan(222) and built == [desc]
+    assert [c[4:] for c in calls] == [("function", p, "map", 8, 8, 8, 1, 64, 2.0, 16, "") for p in (111, 222)]
 
 
 def test_repeated_calls_stay_correct():

@@ -11,6 +11,7 @@ from tcourse.kernels import attention_bwd_kernels as ab  # noqa: E402
 from tcourse.kernels import dropout_kernels as dk  # noqa: E402
 from tcourse.kernels import fp8_matmul as f8  # noqa: E402
 from tcourse.kernels import layernorm_bwd_kernels as lnb  # noqa: E402
+from tcourse.kernels import matmul_kernels  # noqa: E402
 from tcourse.kernels import torch_ops  # noqa: E402
 
 
@@ -120,6 +121,17 @@ def test_gluon_matmul_compiles_for_sm90_with_two_partitions():
     assert "HGMMA" in rep.sass()
 
 
+def test_gluon_matmul_config_of_the_1024_dispatch_compiles_without_spills():
+    """matmul's Gluon config at 1024^3 (64x128 tiles, K steps of 64, 8 stages): the ring fits with C's tile."""
+    gluon_matmul = pytest.importorskip("tcourse.kernels.gluon_matmul")
+    from tcourse.kernels.matmul_kernels import GLUON_CONFIG
+
+    for dtype in (torch.float16, torch.bfloat16):
+        rep = gluon_matmul.compile_sm90(1024, dtype, GLUON_CONFIG)
+        ring = GLUON_CONFIG["STAGES"] * (64 * 64 + 64 * 128) * 2
+        assert ring <= rep.shared_bytes < ring + 64 * 128 * 2 and rep.fits_sm90 and rep.spills == 0
+
+
 def test_attention_dispatches_to_the_pipelined_gluon_kernel_where_it_measured_faster():
     """Shape rules only (no GPU needed): D=128, and causal D=64 up to S=2048; never a shape the kernel
     cannot take."""
@@ -140,12 +152,15 @@ def test_a_triton_without_gluon_keeps_the_public_functions_on_their_triton_kerne
     dispatchers then pick no Gluon kernel."""
     from tcourse.kernels import _launch, attention_kernels as A
 
-    monkeypatch.setattr(_launch, "_GLUON_MODULES", {"gluon_attention_pipelined": None, "gluon_attention_bwd": None})
+    monkeypatch.setattr(_launch, "_GLUON_MODULES", {"gluon_attention_pipelined": None, "gluon_attention_bwd": None,
+                                                    "gluon_matmul": None})
     assert _launch.gluon_module("no_such_kernel_module") is None
     assert "no_such_kernel_module" in _launch._GLUON_MODULES
     assert A._gluon_kernel(torch.empty(4, 32, 1024, 128, dtype=torch.float16), False) is None
     monkeypatch.setattr(ab, "is_hopper", lambda q: True)
     assert not ab._gluon_measured_faster(torch.empty(1, 1, 4096, 128), False, None, None, False, None)
+    monkeypatch.setattr(matmul_kernels, "tma_available", lambda a: True)
+    assert matmul_kernels._gluon_matmul(torch.empty(1024, 1024), torch.empty(1024, 1024)) is None
 
 
 def test_gluon_shared_layouts_are_computed_once_and_equal_the_default():

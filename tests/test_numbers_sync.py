@@ -69,31 +69,6 @@ def test_version_box_is_the_same_in_chapter_0_and_on_the_front_page():
     assert "{{< include site-assets/_versions.md >}}" in (ROOT / "index.qmd").read_text(encoding="utf-8")
 
 
-def copy_reverted(sync, results):
-    """The earlier suites that REVERTED names, into a scratch results folder."""
-    for name in set(sync.REVERTED.values()) | set(sync.REVERTED_HOST.values()):
-        (results / f"{name}.json").parent.mkdir(parents=True, exist_ok=True)
-        (results / f"{name}.json").write_bytes((ROOT / "results" / "h200" / f"{name}.json").read_bytes())
-
-
-def test_rows_of_a_reverted_path_come_from_the_earlier_suite_and_are_marked(tmp_path):
-    """A suite row measured on a path the code no longer takes (REVERTED) is the named earlier run's row,
-    marked, with the footnote; the rest stay the suite's."""
-    sync = load_sync()
-    results = tmp_path / "h200"
-    results.mkdir()
-    suite = json.loads((ROOT / "results" / "h200" / "bench_suite.json").read_text(encoding="utf-8"))
-    suite["summary"] = [{**r, "ours": 999.0} for r in suite["summary"]]
-    (results / "bench_suite.json").write_text(json.dumps(suite), encoding="utf-8")
-    copy_reverted(sync, results)
-    text = sync.appendix_targets(results)
-    for (family, case), name in sync.REVERTED.items():
-        row = next(line for line in text.splitlines() if line.startswith(f"| {family} {case}¹ |"))
-        assert "| 999 /" not in row
-        assert f"`{name}.json`" in text
-    assert "| 999 /" in text  # the other rows are this suite's
-
-
 def test_a_later_family_rerun_replaces_that_familys_rows_and_says_so(tmp_path):
     """``python -m bench --only FAMILY`` after the suite (a later commit changed that family's kernels): the
     appendix takes that family's rows from the re-run and names it; an older re-run is ignored."""
@@ -102,7 +77,6 @@ def test_a_later_family_rerun_replaces_that_familys_rows_and_says_so(tmp_path):
     results.mkdir()
     suite = json.loads((ROOT / "results" / "h200" / "bench_suite.json").read_text(encoding="utf-8"))
     (results / "bench_suite.json").write_text(json.dumps(suite), encoding="utf-8")
-    copy_reverted(sync, results)
     rerun = {**suite, "families": ["attention_bwd"], "date": "2099-01-01T00:00:00+00:00",
              "cases": [c for c in suite["cases"] if c["family"] == "attention_bwd"],
              "summary": [{**r, "ours": 999.0} for r in suite["summary"] if r["family"] == "attention_bwd"]}

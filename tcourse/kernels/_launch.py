@@ -347,15 +347,18 @@ class Plan:
         return True
 
 
-def _plan_of(launcher: "Launcher", grid: tuple, args: tuple, meta: dict, meta_key, n_lead: int):
+def plan_of(launcher: "Launcher", grid: tuple, args: tuple, meta: dict, meta_key=None, n_lead: int = 0):
     """A Plan for ``launcher(grid, args, meta, meta_key)`` once that call has been launched, with
-    ``args[:n_lead]`` left to each call; None where the raw C launch is not available for it."""
+    ``args[:n_lead]`` left to each call; None where the raw C launch is not available for it. Host tensor
+    descriptors among the fixed arguments go in as their CUtensorMaps (built once, for those addresses)."""
     if not launcher.direct or launcher._device is None:
         return None
     key, flat = launcher._key(args, meta, meta_key)
     entry = launcher.compiled.get(key) if key is not None else None
-    if entry is None or entry.c_launch is None or entry.objects:
+    if entry is None or entry.c_launch is None or (entry.objects and entry.objects[0] < n_lead):
         return None
+    if entry.objects:
+        flat = entry._expand(flat)
     plan = Plan()
     plan.c_launch, plan.lead, plan.rest = entry.c_launch, entry.lead, (*flat[n_lead:], *entry.tail)
     plan.grid = (*grid, 1, 1)[:3]
@@ -457,4 +460,4 @@ class Tuned:
     def plan(self, key, grid, *args, n_lead: int) -> Plan | None:
         """After ``launch(key, grid, *args, ...)``: a Plan of that launch taking ``args[:n_lead]`` per call."""
         meta = self._meta.get(key)
-        return None if meta is None else _plan_of(self.launcher, grid(meta), args, meta, key, n_lead)
+        return None if meta is None else plan_of(self.launcher, grid(meta), args, meta, key, n_lead)

@@ -27,7 +27,7 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
     warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from ._launch import cdiv
+from ._launch import Launcher, Plans, cdiv, current_device, is_hopper, plan_of
 
 # The Gluon API differences between the supported versions that this kernel meets (3.6 read and compiled
 # for sm_90 on a laptop, as 3.9 is): the TMA copies are async_copy_global_to_shared / async_copy_shared_to_global
@@ -104,6 +104,10 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, K, BM: gl.constexpr, BN: gl.constex
 
 
 DEFAULT_CONFIG = {"BM": 128, "BN": 128, "BK": 64, "STAGES": 4, "num_warps": 4}
+_launch = Launcher(matmul_ws_kernel)  # repeated calls: Triton's C launch, each CUtensorMap built once
+# (A, B, C addresses, M, N, K, dtype, device, config) -> Plan: a call with the same three buffers as an earlier
+# one (a loop over the same inputs, C landing where the caching allocator put the last one) skips the descriptors
+_PLANS = Plans()
 
 
 _GL_DTYPE = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
@@ -131,16 +135,23 @@ def descriptors(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, BM: int, BN: 
 def matmul(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torch.Tensor:
     """``a @ b`` for 2-D fp16/bf16 CUDA tensors with 16-byte aligned rows (Hopper only)."""
     cfg = {**DEFAULT_CONFIG, **(config or {})}
-    if not (a.is_cuda and torch.cuda.get_device_capability(a.device)[0] == 9):
+    if not is_hopper(a):
         raise RuntimeError("the Gluon matmul is written for Hopper (sm_90): wgmma and TMA")
     if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
         raise TypeError(f"fp16 or bf16 inputs of one dtype, got {a.dtype} and {b.dtype}")
     (M, K), N = a.shape, b.shape[1]
-    c = torch.empty((M, N), dtype=a.dtype, device=a.device)
-    a_d, b_d, c_d = descriptors(a.contiguous(), b.contiguous(), c, cfg["BM"], cfg["BN"], cfg["BK"])
+    c = a.new_empty((M, N))
+    a, b = a.contiguous(), b.contiguous()
+    pkey = (a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K, a.dtype, current_device(), *cfg.values())
+    plan = _PLANS.get(pkey)
+    if plan is not None and plan():
+        return c
+    a_d, b_d, c_d = descriptors(a, b, c, cfg["BM"], cfg["BN"], cfg["BK"])
     grid = (cdiv(M, cfg["BM"]), cdiv(N, cfg["BN"]))
-    matmul_ws_kernel[grid](a_d, b_d, c_d, K, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], STAGES=cfg["STAGES"],
-                           MMA_WARPS=cfg["num_warps"], num_warps=cfg["num_warps"])
+    args, meta = (a_d, b_d, c_d, K), {"BM": cfg["BM"], "BN": cfg["BN"], "BK": cfg["BK"], "STAGES": cfg["STAGES"],
+                                      "MMA_WARPS": cfg["num_warps"], "num_warps": cfg["num_warps"]}
+    _launch(grid, args, meta)
+    _PLANS.add(pkey, plan_of(_launch, grid, args, meta))
     return c
 
 

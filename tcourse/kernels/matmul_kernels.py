@@ -1,6 +1,6 @@
 """C = A @ B for 2-D fp16/bf16/fp32 tensors, fp32 accumulation.
 
-Two kernels:
+Two kernels here, and a third that ``matmul`` dispatches to:
 
 - ``matmul_blocked_kernel``: the portable one (any GPU, and the CPU interpreter). One program per
   BM x BN tile of C, tiles visited in groups of GROUP_M rows so neighbouring programs share tiles of
@@ -8,6 +8,7 @@ Two kernels:
 - ``matmul_tma_persistent_kernel``: Hopper (sm_90). One program per SM loops over tiles; A and B tiles
   arrive through tensor descriptors (the TMA copy engine writes shared memory directly, no address
   arithmetic in registers), so the next tile's loads overlap the current tile's epilogue.
+- at 1024^3 on Hopper, the warp-specialised Gluon kernel of chapter 9 (``gluon_matmul``).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import Tuned, cdiv, check_2d, is_hopper, num_sms, on_gpu
+from ._launch import Tuned, cdiv, check_2d, gluon_module, is_hopper, num_sms, on_gpu
 
 try:  # host-side tensor descriptors (triton >= 3.3)
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -227,16 +228,37 @@ def _tma(a, b, config):
 # whose host was slower (bare launch 14.7 us vs 10.9 us): its ~36-46 us of host work per call (tensor
 # descriptors) then no longer hides under the L2-clearing memset that do_bench issues before each call.
 TMA_MIN_MNK = 2**30 + 1
-# At 1024^3 the Gluon kernel of chapter 9 with 64x128x64 tiles and 8 stages takes less GPU time (0.95-0.96x
-# cuBLAS against 0.91-0.94x, results/h200/issue18/mm1024.json) but was taken out of this dispatch after one
-# suite run: 45.9 us of host time per call against torch's 16.8 (the blocked kernel 17.5 against 14.4), and
-# under do_bench bf16 ran at 0.18x (issue18/bench_suite_run9.json).
+
+
+# 1024^3 on Hopper: the warp-specialised Gluon kernel (chapter 9) with 64x128 tiles, K steps of 64 and 8 stages,
+# in one wave (128 tiles on 132 SMs): 0.95-0.97x cuBLAS against 0.91-0.94x for the blocked kernel's pinned
+# config (results/h200/issue18/mm1024.json and gmmhost.json, 5 rounds; ncu: cuBLAS runs 128x64 tiles, 8 stages, in
+# 7.0 us, the blocked kernel 7.8 us). Its host path is a launch plan per (A, B, C) addresses (gluon_matmul._PLANS):
+# 9.9 us a call against torch's 8.4 and 25.2 us building the three descriptors each call (gmmhost.json); without
+# it, a suite run read bf16 at 0.18x by do_bench (issue18/bench_suite_run9.json). Measured at 1024^3 only: the
+# band is the one-wave problems down to half of it.
+GLUON_CONFIG = {"BM": 64, "BN": 128, "BK": 64, "STAGES": 8, "num_warps": 4}
+GLUON_MNK = (2**29, 2**30)
+
+
+def _gluon_matmul(a: torch.Tensor, b: torch.Tensor):
+    """``gluon_matmul`` where it is the measured choice for ``a @ b``, else None (Triton without Gluon included)."""
+    (M, K), N = a.shape, b.shape[1]
+    if not (tma_available(a) and GLUON_MNK[0] < M * N * K <= GLUON_MNK[1] and a.is_contiguous() and b.is_contiguous()
+            and K * a.element_size() % 16 == 0 and N * a.element_size() % 16 == 0  # TMA: 16-byte rows and bases
+            and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0):
+        return None
+    gluon = gluon_module("gluon_matmul")
+    return gluon if gluon is not None and cdiv(M, GLUON_CONFIG["BM"]) * cdiv(N, GLUON_CONFIG["BN"]) <= num_sms(a) else None
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b``: the persistent TMA kernel on Hopper for fp16/bf16 (problems of 1024^3 and up), the
-    blocked kernel otherwise."""
+    """``a @ b``: on Hopper for fp16/bf16 the Gluon kernel at 1024^3 (``GLUON_MNK``) and the persistent TMA
+    kernel above; the blocked kernel otherwise."""
     _check(a, b)
     if tma_available(a) and a.shape[0] * a.shape[1] * b.shape[1] >= TMA_MIN_MNK:
         return _tma(a, b, None)
+    gluon = _gluon_matmul(a, b)
+    if gluon is not None:
+        return gluon.matmul(a, b, GLUON_CONFIG)
     return _blocked(a, b, None)
