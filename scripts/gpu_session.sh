@@ -112,7 +112,7 @@ for step in "${steps[@]}"; do
     mm1024) run probe_mm1024 timeout 200 python3 scripts/probe_issue18.py mm1024 ;;
     gmmhost)  # the Gluon matmul's host path at 1024^3, piece by piece, and the public matmul on it; then its GPU tests
       run probe_gmmhost timeout 150 python3 scripts/probe_issue18.py gmmhost
-      run kernel_tests_gpu_gmm timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
+      run kernel_tests_gpu_gmm timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
         -k "matmul or descriptor_kernels or repeated" ;;
     gattnhost) run probe_gattnhost timeout 80 python3 scripts/probe_issue18.py gattnhost ;;  # its launch plan, host and do_bench
     gbwd)  # the Gluon backward: correctness first, time-limited (hand-written barriers can hang), then timing

@@ -352,7 +352,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     o = torch.empty_like(q2)
     pkey = None if config else (B, H, S, D, dt, causal, sm_scale, order, current_device(), q2.data_ptr(),
                                 k2.data_ptr(), v2.data_ptr(), o.data_ptr())
-    plan = _PLANS.get(pkey)
+    plan = _PLANS.get(pkey) if pkey is not None else None  # a config given: the full path every call
     if plan is not None and plan():
         return o.view(B, H, S, D)
     descs = (TensorDescriptor.from_tensor(q2, [bm, D], _layout([bm, D], dt)),

@@ -249,7 +249,8 @@ def _gluon_matmul(a: torch.Tensor, b: torch.Tensor):
             and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0):
         return None
     gluon = gluon_module("gluon_matmul")
-    return gluon if gluon is not None and cdiv(M, GLUON_CONFIG["BM"]) * cdiv(N, GLUON_CONFIG["BN"]) <= num_sms(a) else None
+    one_wave = gluon is not None and cdiv(M, GLUON_CONFIG["BM"]) * cdiv(N, GLUON_CONFIG["BN"]) <= num_sms(a)
+    return gluon if one_wave else None
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
