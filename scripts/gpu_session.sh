@@ -109,6 +109,11 @@ for step in "${steps[@]}"; do
         --section Occupancy --section MemoryWorkloadAnalysis --launch-count 16 python3 scripts/profile_matmul.py ;;
     final-tests) run kernel_tests_gpu_final timeout 280 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
         -k "matmul or backward_gpu or bf16_gpu" ;;  # what issue 18's last changes touch: matmul's dispatch, the backward's
+    gbwd7)  # the backward's program order (causal: heaviest key blocks first per group of heads; not causal: the programs
+      # left after the last full wave split into query ranges): checked, time-limited, then profiled and timed
+      run probe_gbwd7check timeout 200 python3 scripts/probe_issue18.py gbwd7check
+      grep -q "'ok': False" results/h200/logs/probe_gbwd7check.log || run probe_gbwd7 timeout 330 python3 scripts/probe_issue18.py gbwd7 ;;
+    bench-bwd) run bench_suite_bwd timeout 120 python3 -m bench --only attention_bwd --rounds 5 --no-host ;;  # after a backward-only change
     mm1024) run probe_mm1024 timeout 200 python3 scripts/probe_issue18.py mm1024 ;;
     gmmhost)  # the Gluon matmul's host path at 1024^3, piece by piece, and the public matmul on it; then its GPU tests
       run probe_gmmhost timeout 150 python3 scripts/probe_issue18.py gmmhost

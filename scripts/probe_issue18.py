@@ -443,6 +443,148 @@ def gbwd6() -> list:
     return rows
 
 
+# Session 14: the backward's program order. Causal key block kb walks S/BM - 2 kb query blocks and the grid handed
+# them out head by head, so the last programs to start included long ones (a list-scheduling model: 3.4 % of the
+# kernel lost to the tail); not causal, 4096 equal programs on 132 SMs are 31 waves and 4 programs (3 %).
+def _gbwd_variant(**consts):
+    """A copy of gluon_attention_bwd with module constants changed (``EARLY_DV=True``), loaded beside it."""
+    import importlib.util
+
+    from tcourse.kernels import gluon_attention_bwd as G
+
+    src = Path(G.__file__).read_text()
+    for name, val in consts.items():
+        old = f"{name} = gl.constexpr({not val})"
+        assert old in src, old
+        src = src.replace(old, f"{name} = gl.constexpr({val})")
+    path = OUT / f"_gbwd_{'_'.join(consts)}.py"
+    OUT.mkdir(parents=True, exist_ok=True)
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"tcourse.kernels._gbwd_{'_'.join(consts).lower()}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    path.unlink()
+    return mod
+
+
+class _UsingGluonBwd:
+    """``with _UsingGluonBwd(module):`` the public backward dispatches to ``module`` instead of the committed one."""
+
+    def __init__(self, mod):
+        from tcourse.kernels import attention_bwd_kernels as AB
+
+        self.AB, self.mod, self.old = AB, mod, AB._gluon_bwd
+
+    def __enter__(self):
+        self.AB._gluon_bwd = lambda: self.mod
+
+    def __exit__(self, *exc):
+        self.AB._gluon_bwd = self.old
+
+
+OLD_ORDER = {"GROUP": 1, "PIECES": False}  # session 13's program order: heads one after the other, no tail pieces
+
+
+def _gbwd7_cases():
+    """(B, H, S, D, causal, dtype): tail pieces with no full wave (8 programs) and after full waves (B2 H40 S512:
+    320 programs, 56 left, split in 2), causal groups with a short last group (H5 x B2 = 10 heads, GROUP 4)."""
+    for dt in (torch.float16, torch.bfloat16):
+        for D in (64, 128):
+            yield 1, 2, 512, D, False, dt
+            yield 2, 40, 512, D, False, dt
+            yield 2, 5, 1024, D, True, dt
+            yield 1, 3, 2048, D, True, dt
+
+
+def gbwd7check() -> list:
+    """The backward in the new program order (and with EARLY_DV at D=64) against fp32 SDPA's gradients."""
+    import torch.nn.functional as F
+
+    from tcourse.kernels import attention_bwd_kernels as AB
+
+    early = _gbwd_variant(EARLY_DV=True)
+    rows = []
+    for B, H, S, D, causal, dt in _gbwd7_cases():
+        q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=dt) for _ in range(4))
+        qr, kr, vr = (t.float().requires_grad_() for t in (q, k, v))
+        ref = torch.autograd.grad(F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal), (qr, kr, vr),
+                                  do.float())
+        o, lse = AB.attention_fwd(q, k, v, causal)
+        for label, mod in (("default", None), ("old order", None), ("EARLY_DV", early)):
+            if label == "EARLY_DV" and D != 64:
+                continue
+            t = time.time()
+            try:
+                cfg = OLD_ORDER if label == "old order" else None
+                if mod is None:
+                    g = AB.attention_bwd(do, q, k, v, o, lse, causal, gluon=True, gluon_config=cfg)
+                else:
+                    with _UsingGluonBwd(mod):
+                        g = AB.attention_bwd(do, q, k, v, o, lse, causal, gluon=True)
+                torch.cuda.synchronize()
+                errs = [_rel(x, y) for x, y in zip(g, ref)]
+                rows.append({"B": B, "H": H, "S": S, "D": D, "causal": causal, "dtype": str(dt)[6:], "variant": label,
+                             "rel_err_dq_dk_dv": errs, "ok": max(errs) < 2e-2, "s": round(time.time() - t, 1)})
+            except Exception as e:  # noqa: BLE001
+                rows.append({"B": B, "H": H, "S": S, "D": D, "causal": causal, "variant": label, "ok": False,
+                             "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            print(" ", rows[-1], flush=True)
+    return rows
+
+
+def _kernel_times(fn, calls: int = 5) -> dict:
+    """torch.profiler over ``calls`` calls of ``fn`` (after one warm-up): per kernel name its mean GPU time and its
+    time per call in us, and the sum of all kernels per call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    kernels: dict = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            k = kernels.setdefault(e.name[:120], {"us": 0.0, "n": 0})
+            k["us"] += e.time_range.elapsed_us()
+            k["n"] += 1
+    for k in kernels.values():
+        k["us_per_call"] = round(k["us"] / calls, 1)
+        k["us"] = round(k["us"] / k["n"], 1)
+    return {"kernels": kernels, "sum_us_per_call": round(sum(k["us_per_call"] for k in kernels.values()), 1)}
+
+
+def gbwd7() -> list:
+    """Each backward shape of the suite: the kernels of ours and of SDPA's backward (profiler), then ours in the
+    new order, the old order and (D=64) EARLY_DV, beside SDPA; GPU time, 5 rounds, B4 H32 S4096 fp16."""
+    from tcourse.kernels import attention_bwd_kernels as AB
+
+    early = _gbwd_variant(EARLY_DV=True)
+    rows: list = []
+    for D, causal, timed in _bwd_problems():
+        def kernels_of(fn, label):
+            _guard(rows, {"D": D, "causal": causal, "profile": label}, lambda: _kernel_times(fn))
+        q, k, v, do = (torch.randn(4, 32, 4096, D, device="cuda", dtype=torch.float16) for _ in range(4))
+        o, lse = AB.attention_fwd(q, k, v, causal)
+        qr, kr, vr = (t.detach().requires_grad_() for t in (q, k, v))
+        o_ref = torch.nn.functional.scaled_dot_product_attention(qr, kr, vr, is_causal=causal)
+        kernels_of(lambda: AB.attention_bwd(do, q, k, v, o, lse, causal), "ours")
+        kernels_of(lambda: torch.autograd.grad(o_ref, (qr, kr, vr), do, retain_graph=True), "sdpa")
+        del q, k, v, do, o, lse, qr, kr, vr, o_ref
+        timed(rows, "old order", 5, 30, gluon=True, gluon_config=OLD_ORDER)
+        timed(rows, "new order", 5, 30, gluon=True)
+        if causal:
+            timed(rows, "new order, GROUP 8", 5, 30, gluon=True, gluon_config={"GROUP": 8})
+        if D == 64:
+            with _UsingGluonBwd(early):
+                timed(rows, "new order, EARLY_DV", 5, 30, gluon=True)
+        timed(rows, "old order again", 5, 30, gluon=True, gluon_config=OLD_ORDER)
+        timed(rows, "new order again", 5, 30, gluon=True)
+    return rows
+
+
 def mm1024() -> list:
     """Session 12: the Gluon warp-specialised matmul at 1024^3 in cuBLAS's shape (ncu, session 11: cuBLAS runs
     nvjet 128x64 tiles, K steps of 64, 8 stages, 3 warpgroups; ours 64x128x128, 1 warpgroup, 7.8 against 7.0 us),
@@ -821,7 +963,8 @@ def fwd5() -> list:
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
-         "gbwd6": gbwd6, "mm1024": mm1024, "gmmhost": gmmhost, "gattnhost": gattnhost}
+         "gbwd6": gbwd6, "mm1024": mm1024, "gmmhost": gmmhost, "gattnhost": gattnhost, "gbwd7check": gbwd7check,
+         "gbwd7": gbwd7}
 
 
 def main(argv: list[str]) -> int:

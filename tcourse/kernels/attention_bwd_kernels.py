@@ -110,14 +110,19 @@ def attention_fwd_lse_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, S, sm_scale, C
 
 
 @triton.jit
-def attention_bwd_delta_kernel(o_ptr, do_ptr, delta_ptr, rows, D: tl.constexpr, BLOCK_M: tl.constexpr,
-                               ACC: tl.constexpr):
+def attention_bwd_delta_kernel(o_ptr, do_ptr, delta_ptr, zero_ptr, rows, D: tl.constexpr, BLOCK_M: tl.constexpr,
+                               ACC: tl.constexpr, ZERO: tl.constexpr):
+    """delta for BLOCK_M rows; with ``ZERO`` also zeros the same rows of ``zero_ptr`` (the Gluon backward's fp32
+    dQ buffer: one pass instead of a separate fill)."""
     r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rd = tl.arange(0, D)
     m = r[:, None] < rows
-    o = tl.load(o_ptr + r[:, None].to(tl.int64) * D + rd[None, :], mask=m, other=0.0).to(ACC)
-    do = tl.load(do_ptr + r[:, None].to(tl.int64) * D + rd[None, :], mask=m, other=0.0).to(ACC)
+    offs = r[:, None].to(tl.int64) * D + rd[None, :]
+    o = tl.load(o_ptr + offs, mask=m, other=0.0).to(ACC)
+    do = tl.load(do_ptr + offs, mask=m, other=0.0).to(ACC)
     tl.store(delta_ptr + r, tl.sum(o * do, axis=1), mask=r < rows)
+    if ZERO:
+        tl.store(zero_ptr + offs, tl.zeros((BLOCK_M, D), zero_ptr.dtype.element_ty), mask=m)
 
 
 @triton.jit
@@ -354,9 +359,11 @@ def attention_bwd(do, q, k, v, o, lse, causal=False, sm_scale=None, dkdv=None, d
     if gluon and (G is None or not is_hopper(q) or not G.supports(q, causal, gluon_config)):
         raise ValueError(f"gluon=True needs Gluon, a Hopper GPU and fp16/bf16 inputs with S % 128 == 0 and D 64 or "
                          f"128 (DQ_SPLIT: D 128); got {tuple(q.shape)} {q.dtype} on {q.device}")
-    attention_bwd_delta_kernel[(cdiv(B * H * S, 64),)](o, do, delta, B * H * S, D=D, BLOCK_M=64, ACC=acc)
+    dq_acc = torch.empty((B * H * S, D), dtype=torch.float32, device=q.device) if gluon else delta
+    attention_bwd_delta_kernel[(cdiv(B * H * S, 64),)](o, do, delta, dq_acc, B * H * S, D=D, BLOCK_M=64, ACC=acc,
+                                                       ZERO=gluon)
     if gluon:
-        return G.attention_bwd(do, q, k, v, lse, delta, scale, causal, gluon_config)
+        return G.attention_bwd(do, q, k, v, lse, delta, scale, causal, gluon_config, dq_acc)
     bounds_kv, bounds_q = S % cfg_kv["BLOCK_N"] != 0, S % cfg_q["BLOCK_M"] != 0
     if tma is None:
         tma = (TensorDescriptor is not None and is_hopper(q) and q.dtype in (torch.float16, torch.bfloat16)
