@@ -445,50 +445,17 @@ def gbwd6() -> list:
 
 # Session 14: the backward's program order. Causal key block kb walks S/BM - 2 kb query blocks and the grid handed
 # them out head by head, so the last programs to start included long ones (a list-scheduling model: 3.4 % of the
-# kernel lost to the tail); not causal, 4096 equal programs on 132 SMs are 31 waves and 4 programs (3 %).
-def _gbwd_variant(**consts):
-    """A copy of gluon_attention_bwd with module constants changed (``EARLY_DV=True``), loaded beside it."""
-    import importlib.util
-
-    from tcourse.kernels import gluon_attention_bwd as G
-
-    src = Path(G.__file__).read_text()
-    for name, val in consts.items():
-        old = f"{name} = gl.constexpr({not val})"
-        assert old in src, old
-        src = src.replace(old, f"{name} = gl.constexpr({val})")
-    path = OUT / f"_gbwd_{'_'.join(consts)}.py"
-    OUT.mkdir(parents=True, exist_ok=True)
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location(f"tcourse.kernels._gbwd_{'_'.join(consts).lower()}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    path.unlink()
-    return mod
-
-
-class _UsingGluonBwd:
-    """``with _UsingGluonBwd(module):`` the public backward dispatches to ``module`` instead of the committed one."""
-
-    def __init__(self, mod):
-        from tcourse.kernels import attention_bwd_kernels as AB
-
-        self.AB, self.mod, self.old = AB, mod, AB._gluon_bwd
-
-    def __enter__(self):
-        self.AB._gluon_bwd = lambda: self.mod
-
-    def __exit__(self, *exc):
-        self.AB._gluon_bwd = self.old
-
-
-OLD_ORDER = {"GROUP": 1, "PIECES": False}  # session 13's program order: heads one after the other, no tail pieces
+# kernel lost to the tail); not causal, 4096 equal programs on 132 SMs are 31 waves and 4 programs (3 % in that
+# model). Run at commit a587dcd, which also had, and the runs also measured, the programs left after the last full
+# wave split into query ranges with their dK/dV partial sums added by atomics (PIECES; "new order" not causal) and
+# dV's multiply issued before the wait for dP^T (EARLY_DV, D=64): neither helped and both were removed.
+OLD_ORDER = {"GROUP": 1}  # session 13's program order: one head after the other
 
 
 def _gbwd7_cases():
-    """(B, H, S, D, causal, dtype): tail pieces with no full wave (8 programs) and after full waves (B2 H40 S512:
-    320 programs, 56 left, split in 2), causal groups with a short last group (H5 x B2 = 10 heads, GROUP 4)."""
+    """(B, H, S, D, causal, dtype): not causal, fewer programs than SMs (8) and two waves and 56 (B2 H40 S512; at
+    a587dcd, the tail pieces: all of them, and the 56 split in 2); causal, groups with a short last group (B2 H5 = 10
+    heads, GROUP 4) and fewer heads than a group (3)."""
     for dt in (torch.float16, torch.bfloat16):
         for D in (64, 128):
             yield 1, 2, 512, D, False, dt
@@ -498,12 +465,11 @@ def _gbwd7_cases():
 
 
 def gbwd7check() -> list:
-    """The backward in the new program order (and with EARLY_DV at D=64) against fp32 SDPA's gradients."""
+    """The backward in the new program order and the old one against fp32 SDPA's gradients."""
     import torch.nn.functional as F
 
     from tcourse.kernels import attention_bwd_kernels as AB
 
-    early = _gbwd_variant(EARLY_DV=True)
     rows = []
     for B, H, S, D, causal, dt in _gbwd7_cases():
         q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=dt) for _ in range(4))
@@ -511,17 +477,10 @@ def gbwd7check() -> list:
         ref = torch.autograd.grad(F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal), (qr, kr, vr),
                                   do.float())
         o, lse = AB.attention_fwd(q, k, v, causal)
-        for label, mod in (("default", None), ("old order", None), ("EARLY_DV", early)):
-            if label == "EARLY_DV" and D != 64:
-                continue
+        for label, cfg in (("default", None), ("old order", OLD_ORDER)):
             t = time.time()
             try:
-                cfg = OLD_ORDER if label == "old order" else None
-                if mod is None:
-                    g = AB.attention_bwd(do, q, k, v, o, lse, causal, gluon=True, gluon_config=cfg)
-                else:
-                    with _UsingGluonBwd(mod):
-                        g = AB.attention_bwd(do, q, k, v, o, lse, causal, gluon=True)
+                g = AB.attention_bwd(do, q, k, v, o, lse, causal, gluon=True, gluon_config=cfg)
                 torch.cuda.synchronize()
                 errs = [_rel(x, y) for x, y in zip(g, ref)]
                 rows.append({"B": B, "H": H, "S": S, "D": D, "causal": causal, "dtype": str(dt)[6:], "variant": label,
@@ -558,10 +517,9 @@ def _kernel_times(fn, calls: int = 5) -> dict:
 
 def gbwd7() -> list:
     """Each backward shape of the suite: the kernels of ours and of SDPA's backward (profiler), then ours in the
-    new order, the old order and (D=64) EARLY_DV, beside SDPA; GPU time, 5 rounds, B4 H32 S4096 fp16."""
+    new order and the old one (causal: also 8 heads a group), beside SDPA; GPU time, 5 rounds, B4 H32 S4096 fp16."""
     from tcourse.kernels import attention_bwd_kernels as AB
 
-    early = _gbwd_variant(EARLY_DV=True)
     rows: list = []
     for D, causal, timed in _bwd_problems():
         def kernels_of(fn, label):
@@ -577,9 +535,6 @@ def gbwd7() -> list:
         timed(rows, "new order", 5, 30, gluon=True)
         if causal:
             timed(rows, "new order, GROUP 8", 5, 30, gluon=True, gluon_config={"GROUP": 8})
-        if D == 64:
-            with _UsingGluonBwd(early):
-                timed(rows, "new order, EARLY_DV", 5, 30, gluon=True)
         timed(rows, "old order again", 5, 30, gluon=True, gluon_config=OLD_ORDER)
         timed(rows, "new order again", 5, 30, gluon=True)
     return rows

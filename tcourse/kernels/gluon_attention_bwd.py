@@ -40,7 +40,6 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from ..compile_info import H100_SMEM_LIMIT
-from ._launch import num_sms
 from .gluon_attention import CONSUMER_REGS, LOADER_REGS, LOADER_WARPS, LOG2E
 from .gluon_matmul import _GL_DTYPE, _layout, _tma_load, descriptor_type
 
@@ -52,34 +51,25 @@ def _tma_add_36(tensor_desc, coord, src, _semantic=None):
     _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord, src.handle)
 
 
-EARLY_DV = gl.constexpr(False)  # issue dV's multiply before waiting for dP^T (see _grads)
 LOG2E_C = gl.constexpr(LOG2E)  # lse is a natural log; the kernel works in base 2
 _tma_add = getattr(tma, "async_atomic_add", None) or _tma_add_36  # Triton 3.9 names it async_atomic_add
 
 
 @gluon.jit
-def _program(S, BH, n_full, GROUP, PIECES, BN: gl.constexpr, BM: gl.constexpr, CAUSAL):
-    """Program -> (first key row, batch*head, first query row, query blocks, tail piece or -1).
+def _program(S, BH, GROUP, BN: gl.constexpr, BM: gl.constexpr, CAUSAL):
+    """Program -> (first key row, batch*head, first query row, query blocks).
 
     The key blocks of one head are neighbours in the grid, so the programs that run at once share their heads'
     Q, dO and dQ in L2 (heads as the fast index made the dQ reduce-adds and the Q/dO reads go to DRAM: 60% of
-    its bandwidth). Causal: key block kb walks S/BM - 2 kb query blocks; ``GROUP`` heads at a time are handed
-    out heaviest key block first (LPT), so the last programs to start are the shortest. Not causal: programs
-    ``n_full ..`` split each of the last key blocks into ``PIECES`` query ranges, so that the few blocks left
-    over after the last full wave of SMs are shared by all of them; a piece's dK and dV are partial sums.
-    (Arguments reach a warp-specialised partition as values, not constexprs: every branch here is a runtime
-    one and sets the same names.)"""
+    its bandwidth). Causal, key block kb walks S/BM - 2 kb query blocks: ``GROUP`` heads at a time are handed
+    out heaviest key block first, so the last programs to start are the shortest (head by head, the last head's
+    longest block started with 31 programs to go; on the H200 at S=4096, D=128, the order took the kernel from
+    0.952-0.955x SDPA's backward to 0.972-0.975x). Arguments reach a warp-specialised partition as values, not
+    constexprs, so ``if CAUSAL`` is a runtime branch: it sets the names set before it."""
     pid = gl.program_id(0)
     n_kb = S // BN
-    item = pid
+    item = pid  # batch*head * n_kb + key block
     start = pid * 0
-    n_steps = S // BM + pid * 0
-    tail = pid * 0 - 1
-    if pid >= n_full:  # a tail piece (causal: n_full is every program)
-        tail = (pid - n_full) // PIECES
-        item = n_full + tail
-        n_steps = S // BM // PIECES
-        start = ((pid - n_full) % PIECES) * n_steps * BM
     if CAUSAL:
         per_group = GROUP * n_kb
         g = pid // per_group
@@ -87,17 +77,16 @@ def _program(S, BH, n_full, GROUP, PIECES, BN: gl.constexpr, BM: gl.constexpr, C
         idx = pid - g * per_group
         item = (g * GROUP + idx % heads) * n_kb + idx // heads
         start = (item % n_kb) * BN  # queries before n0 see none of these keys
-        n_steps = (S - start) // BM
-    return (item % n_kb) * BN, item // n_kb, start, n_steps, tail
+    return (item % n_kb) * BN, item // n_kb, start, (S - start) // BM
 
 
 @gluon.jit
 def _loader(q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_smem, q_bufs, do_bufs, lse_bufs,
-            delta_bufs, kv_ready, q_ready, q_empty, S, BH, n_full, GROUP, PIECES, CAUSAL):
+            delta_bufs, kv_ready, q_ready, q_empty, S, BH, GROUP, CAUSAL):
     BN: gl.constexpr = k_smem.shape[0]
     BM: gl.constexpr = q_bufs.shape[1]
     STAGES: gl.constexpr = q_bufs.shape[0]
-    n0, bh, start, n_steps, tail = _program(S, BH, n_full, GROUP, PIECES, BN, BM, CAUSAL)
+    n0, bh, start, n_steps = _program(S, BH, GROUP, BN, BM, CAUSAL)
     row = bh * S
     mbarrier.expect(kv_ready, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
     _tma_load(k_desc, [row + n0, 0], kv_ready, k_smem)
@@ -134,8 +123,7 @@ def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready, ds_free,
            MASK: gl.constexpr, STAGES: gl.constexpr):
     """From query block i's scores to its three gradient multiplies, issued asynchronously (dV, dK, dQ).
     ``ds_all`` / ``ds_mine``: dS^T buffer i % 2, all 128 keys and this consumer's 64. ``MASK``: the block
-    crosses the diagonal (causal). ``EARLY_DV``: dV's multiply is issued as soon as P^T is known, before
-    waiting for dP^T, so that it runs while dS^T is computed."""
+    crosses the diagonal (causal)."""
     k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
     KB: gl.constexpr = k_c.shape[0]
     D: gl.constexpr = k_c.shape[1]
@@ -162,13 +150,9 @@ def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready, ds_free,
         keys = n0 + key0 + gl.arange(0, KB, layout=gl.SliceLayout(1, st_layout))
         pt = gl.where(gl.expand_dims(cols, 0) >= gl.expand_dims(keys, 1), pt, 0.0)
     delta = delta_bufs.index(s).load(col_layout)
-    pt_op = gl.convert_layout(pt.to(dtype), a_layout)
-    if EARLY_DV:
-        dv_tok = warpgroup_mma(pt_op, do_s, dv, is_async=True)
-        dpt = warpgroup_mma_wait(1, deps=[dpt_tok])  # dV's multiply stays in flight
-    else:
-        dpt = warpgroup_mma_wait(0, deps=[dpt_tok])
+    dpt = warpgroup_mma_wait(0, deps=[dpt_tok])
     dst = (pt * (dpt - gl.expand_dims(delta, 0)) * sm_scale).to(dtype)
+    pt_op = gl.convert_layout(pt.to(dtype), a_layout)
     ds_op = gl.convert_layout(dst, a_layout)
     # dS^T into shared memory for dQ; with DQ_SPLIT the other consumer reads it too, so the buffer is free
     # only when both have finished their dQ multiply of two steps ago (a fresh barrier passes parity 1)
@@ -176,8 +160,7 @@ def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready, ds_free,
         mbarrier.wait(ds_free, ((i // 2) & 1) ^ 1)
     ds_mine.store(dst)
     fence_async_shared()
-    if not EARLY_DV:
-        dv_tok = warpgroup_mma(pt_op, do_s, dv, is_async=True)
+    dv_tok = warpgroup_mma(pt_op, do_s, dv, is_async=True)
     dk_tok = warpgroup_mma(ds_op, q_s, dk, is_async=True)
     dq_zero = gl.zeros([BM, DQ_N], gl.float32, dq_layout)
     if DQ_SPLIT:  # all 128 keys of dS_i times this consumer's columns of K
@@ -218,28 +201,21 @@ def _step(i, dk, dv, bufs, ds_all, ds_mine, q_ready, q_empty, ds_ready, ds_free,
 
 
 @gluon.jit
-def _store_dkdv(dk, dv, dk_ptr, dv_ptr, part_ptr, row0, tail, tail_rows):
-    """This consumer's rows of dK and dV, once per program: plain stores, or for a tail piece (``tail`` >= 0)
-    fp32 atomic adds into its rows of ``part_ptr`` (dK's partial sums, then dV's ``tail_rows`` rows later)."""
+def _store_dkdv(dk, dv, dk_ptr, dv_ptr, row0):
+    """This consumer's rows of dK and dV (once per program: plain stores)."""
     KB: gl.constexpr = dk.shape[0]
     D: gl.constexpr = dk.shape[1]
-    r = gl.arange(0, KB, layout=gl.SliceLayout(1, dk.type.layout))
-    cols = gl.expand_dims(gl.arange(0, D, layout=gl.SliceLayout(0, dk.type.layout)), 0)
-    if tail >= 0:
-        offs = gl.expand_dims((tail * 2 * KB + row0 % (2 * KB) + r).to(gl.int64), 1) * D + cols
-        gl.atomic_add(part_ptr + offs, dk)
-        gl.atomic_add(part_ptr + tail_rows * D + offs, dv)
-    else:
-        offs = gl.expand_dims((row0 + r).to(gl.int64), 1) * D + cols
-        gl.store(dk_ptr + offs, dk.to(dk_ptr.dtype.element_ty))
-        gl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty))
+    rows = (row0 + gl.arange(0, KB, layout=gl.SliceLayout(1, dk.type.layout))).to(gl.int64)
+    offs = gl.expand_dims(rows, 1) * D + gl.expand_dims(gl.arange(0, D, layout=gl.SliceLayout(0, dk.type.layout)), 0)
+    gl.store(dk_ptr + offs, dk.to(dk_ptr.dtype.element_ty))
+    gl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty))
     tma.store_wait(0)
 
 
 @gluon.jit
 def _consumer(k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, ds0_mine, ds1_mine, dq_smem, kv_ready,
-              q_ready, q_empty, ds_ready, ds_free, dq_desc, dk_ptr, dv_ptr, part_ptr, key0, dq_col, S, BH, n_full,
-              tail_rows, GROUP, PIECES, qk_scale, sm_scale, CAUSAL):
+              q_ready, q_empty, ds_ready, ds_free, dq_desc, dk_ptr, dv_ptr, key0, dq_col, S, BH, GROUP, qk_scale,
+              sm_scale, CAUSAL):
     """dK and dV for the 64 keys ``key0 ..`` of this program's block, and their share of every dQ_i. Steps
     go in pairs, one per dS^T buffer (the number of query blocks is even: S and the causal start are
     multiples of 128)."""
@@ -250,7 +226,7 @@ def _consumer(k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, d
     STAGES: gl.constexpr = q_bufs.shape[0]
     kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
     bufs = (k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem)
-    n0, bh, start, n_steps, tail = _program(S, BH, n_full, GROUP, PIECES, BN, BM, CAUSAL)
+    n0, bh, start, n_steps = _program(S, BH, GROUP, BN, BM, CAUSAL)
     dk = gl.zeros([KB, D], gl.float32, kv_layout)
     dv = gl.zeros([KB, D], gl.float32, kv_layout)
     mbarrier.wait(kv_ready, 0)
@@ -266,14 +242,14 @@ def _consumer(k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, d
                        n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, False, STAGES)
         dk, dv = _step(i + 1, dk, dv, bufs, ds1, ds1_mine, q_ready, q_empty, ds_ready.index(1), ds_free.index(1),
                        dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, False, STAGES)
-    _store_dkdv(dk, dv, dk_ptr, dv_ptr, part_ptr, bh * S + n0 + key0, tail, tail_rows)
+    _store_dkdv(dk, dv, dk_ptr, dv_ptr, bh * S + n0 + key0)
     return (n_steps,)  # a tuple: Triton 3.6 flattens the default partition's results as a sequence
 
 
 @gluon.jit
-def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dk_ptr, dv_ptr, part_ptr, S,
-                         BH, n_full, tail_rows, GROUP, PIECES, qk_scale, sm_scale, BM: gl.constexpr,
-                         D: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr):
+def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dk_ptr, dv_ptr, S, BH, GROUP,
+                         qk_scale, sm_scale, BM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
+                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     BN: gl.constexpr = k_desc.block_type.shape[0]
     KB: gl.constexpr = BN // 2
@@ -309,14 +285,13 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
         k_dq1 = k_smem.slice(KB, KB)
     first = (k_smem.slice(0, KB), v_smem.slice(0, KB), k_dq0, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1,
              ds0.slice(0, KB), ds1.slice(0, KB), dq_bufs.index(0), kv_ready.index(0), q_ready, q_empty, ds_ready,
-             ds_free, dq_desc, dk_ptr, dv_ptr, part_ptr, 0, 0, S, BH, n_full, tail_rows, GROUP, PIECES, qk_scale, sm_scale,
-             CAUSAL)
+             ds_free, dq_desc, dk_ptr, dv_ptr, 0, 0, S, BH, GROUP, qk_scale, sm_scale, CAUSAL)
     second = (k_smem.slice(KB, KB), v_smem.slice(KB, KB), k_dq1, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1,
               ds0.slice(KB, KB), ds1.slice(KB, KB), dq_bufs.index(1), kv_ready.index(0), q_ready, q_empty, ds_ready,
-              ds_free, dq_desc, dk_ptr, dv_ptr, part_ptr, KB, DQ_N if DQ_SPLIT else 0, S, BH, n_full, tail_rows,
-              GROUP, PIECES, qk_scale, sm_scale, CAUSAL)
+              ds_free, dq_desc, dk_ptr, dv_ptr, KB, DQ_N if DQ_SPLIT else 0, S, BH, GROUP, qk_scale, sm_scale,
+              CAUSAL)
     loads = (q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_smem, q_bufs, do_bufs, lse_bufs,
-             delta_bufs, kv_ready.index(0), q_ready, q_empty, S, BH, n_full, GROUP, PIECES, CAUSAL)
+             delta_bufs, kv_ready.index(0), q_ready, q_empty, S, BH, GROUP, CAUSAL)
     gl.warp_specialize([(_consumer, first), (_consumer, second), (_loader, loads)],
                        [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
@@ -324,19 +299,9 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
 # the H200 at B4 H32 S4096 (results/h200/issue18/gbwd_run*.json): 3 stages at D128 (0.85-0.86x SDPA against
 # 0.80-0.81x with 2), DQ_SPLIT at D128 (0.58-0.64x without). Issuing the next block's scores before waiting
 # for this block's gradients (commit e11d416, AHEAD) was slower everywhere, 0.45-0.79x, and was removed.
-CONFIGS = {64: {"BM": 64, "STAGES": 2, "DQ_SPLIT": False, "GROUP": 4, "PIECES": True},
-           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "GROUP": 4, "PIECES": True}}
+CONFIGS = {64: {"BM": 64, "STAGES": 2, "DQ_SPLIT": False, "GROUP": 4},
+           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "GROUP": 4}}
 BN = 128  # keys per program: two consumers of 64
-
-
-def tail_split(items: int, n_kb: int, sms: int) -> tuple[int, int]:
-    """``(n_full, pieces)`` for a problem of ``items`` equal programs (not causal) of ``n_kb`` query-block pairs
-    each on ``sms`` SMs, one program per SM at a time: the ``items % sms`` programs left over after the last
-    full wave are each split into ``pieces`` query ranges (a divisor of ``n_kb``), as many as fit on the SMs,
-    instead of running alone on a few SMs while the rest wait (4096 programs on 132 SMs: 31 waves and 4)."""
-    left = items % sms
-    pieces = max((p for p in range(1, n_kb + 1) if n_kb % p == 0 and left * p <= sms), default=1)
-    return (items, 1) if left == 0 or pieces == 1 else (items - left, pieces)
 
 
 def _config(D: int, config: dict | None) -> dict:
@@ -392,16 +357,10 @@ def attention_bwd(do, q, k, v, lse, delta, sm_scale: float, causal: bool = False
     if dq_acc is None:
         dq_acc = torch.zeros((B * H * S, D), dtype=torch.float32, device=q.device)
     dk, dv = torch.empty_like(k2), torch.empty_like(v2)
-    items = S // BN * B * H
-    n_full, pieces = (items, 1) if causal or not cfg["PIECES"] else tail_split(items, S // BN, num_sms(q))
-    tail_rows = (items - n_full) * BN
-    part = torch.zeros((2 * tail_rows, D), dtype=torch.float32, device=q.device) if tail_rows else dq_acc
     descs = _descriptors(q2, k2, v2, do2, lse.contiguous(), delta.contiguous(), dq_acc, bm, dq_n)
-    attention_bwd_kernel[(n_full + (items - n_full) * pieces,)](
-        *descs, dk, dv, part, S, B * H, n_full, tail_rows, cfg["GROUP"], pieces, sm_scale * LOG2E, sm_scale,
-        BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal, DQ_SPLIT=cfg["DQ_SPLIT"], num_warps=4)
-    if tail_rows:  # the split programs' partial sums
-        dk[-tail_rows:], dv[-tail_rows:] = part[:tail_rows], part[tail_rows:]
+    attention_bwd_kernel[(S // BN * B * H,)](*descs, dk, dv, S, B * H, cfg["GROUP"], sm_scale * LOG2E, sm_scale,
+                                             BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
+                                             DQ_SPLIT=cfg["DQ_SPLIT"], num_warps=4)
     return tuple(t.view(B, H, S, D) for t in (dq_acc.to(q.dtype), dk, dv))
 
 
@@ -415,6 +374,6 @@ def compile_sm90(S: int = 4096, D: int = 128, causal: bool = False, config: dict
     rows = f"tensordesc<fp32[{bm}],{ROW_LAYOUT!r}>"
     descs = [descriptor_type(block, dt) for block, dt in blocks] + [rows, rows,
                                                                     descriptor_type([bm, dq_n], torch.float32)]
-    return compile_for_sm90(attention_bwd_kernel, *descs, "*fp16", "*fp16", "*fp32", S, 128, 4092, 512, 4, 32, 0.1,
-                            0.1, num_warps=4, num_stages=1, BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
+    return compile_for_sm90(attention_bwd_kernel, *descs, "*fp16", "*fp16", S, 128, cfg["GROUP"], 0.1, 0.1,
+                            num_warps=4, num_stages=1, BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
                             DQ_SPLIT=cfg["DQ_SPLIT"])
