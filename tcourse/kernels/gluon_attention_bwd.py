@@ -22,7 +22,8 @@ too few of the 240 it may use, and what it spills is loaded and stored again for
 the first two query blocks out of the loop (for causal problems the only ones that cross the diagonal, so
 the loop needs no mask) cut the spills of Triton 3.6's ptxas from 216 to 120 bytes (causal: 344 to 128) and
 took the kernel from 0.86x to 0.94x SDPA's backward (causal 0.73x to 0.92-0.95x) on the H200; Triton 3.9's
-ptxas spills more with either form (184/256 bytes before, 280/288 after; not timed on a GPU).
+ptxas spills more with either form (184/256 bytes before, 280/288 after, 280/296 with the causal group order of
+``_program``; not timed on a GPU).
 
 Limits: fp16/bf16, (B, H, S, D) contiguous, S a multiple of BN = 128 = 2 * BM, D 64 or 128; with
 ``DQ_SPLIT`` D/2 columns of K must be one shared-memory swizzle slab (D = 128). No interpreter:
