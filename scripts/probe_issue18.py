@@ -361,34 +361,43 @@ def _gbwd_cases():
 GBWD_ALT = {64: ({"STAGES": 3},), 128: ({"STAGES": 2}, {"DQ_SPLIT": False, "STAGES": 2})}
 
 
-def gbwdcheck() -> list:
-    """Gradients of the Gluon backward against fp32 SDPA's (hand-written barriers: run first, time-limited)."""
+def _gluon_bwd_check(cases, variants, triton: bool = False) -> list:
+    """Gradients of the Gluon backward in each ``(label, config)`` of ``variants(D)`` against fp32 SDPA's, on each
+    of ``cases`` (hand-written barriers: run first, time-limited); with ``triton``, the two Triton kernels' errors
+    beside them."""
     import torch.nn.functional as F
 
     from tcourse.kernels import attention_bwd_kernels as AB
 
     rows = []
-    for B, H, S, D, causal, dt in _gbwd_cases():
+    for B, H, S, D, causal, dt in cases:
         q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=dt) for _ in range(4))
         qr, kr, vr = (t.float().requires_grad_() for t in (q, k, v))
         ref = torch.autograd.grad(F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal), (qr, kr, vr),
                                   do.float())
         o, lse = AB.attention_fwd(q, k, v, causal)
-        for cfg in (None, *GBWD_ALT[D]):
+        for label, cfg in variants(D):
             t = time.time()
+            row = {"B": B, "H": H, "S": S, "D": D, "causal": causal, "dtype": str(dt)[6:], "variant": label, "cfg": cfg}
             try:
                 g = AB.attention_bwd(do, q, k, v, o, lse, causal, gluon=True, gluon_config=cfg)
                 torch.cuda.synchronize()
                 errs = [_rel(x, y) for x, y in zip(g, ref)]
-                tri = AB.attention_bwd(do, q, k, v, o, lse, causal)
-                rows.append({"B": B, "H": H, "S": S, "D": D, "causal": causal, "dtype": str(dt)[6:], "cfg": cfg,
-                             "rel_err_dq_dk_dv": errs, "triton_rel_err": [_rel(x, y) for x, y in zip(tri, ref)],
-                             "ok": max(errs) < 2e-2, "s": round(time.time() - t, 1)})
+                row.update({"rel_err_dq_dk_dv": errs, "ok": max(errs) < 2e-2})
+                if triton:
+                    tri = AB.attention_bwd(do, q, k, v, o, lse, causal)
+                    row["triton_rel_err"] = [_rel(x, y) for x, y in zip(tri, ref)]
+                row["s"] = round(time.time() - t, 1)
             except Exception as e:  # noqa: BLE001
-                rows.append({"B": B, "H": H, "S": S, "D": D, "causal": causal, "cfg": cfg, "ok": False,
-                             "error": f"{type(e).__name__}: {str(e)[:300]}"})
-            print(" ", rows[-1], flush=True)
+                row.update({"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            rows.append(row)
+            print(" ", row, flush=True)
     return rows
+
+
+def gbwdcheck() -> list:
+    """Gradients of the Gluon backward in each of its configs against fp32 SDPA's, the Triton kernels' beside."""
+    return _gluon_bwd_check(_gbwd_cases(), lambda D: [(str(c), c) for c in (None, *GBWD_ALT[D])], triton=True)
 
 
 def gbwd() -> list:
@@ -466,30 +475,7 @@ def _gbwd7_cases():
 
 def gbwd7check() -> list:
     """The backward in the new program order and the old one against fp32 SDPA's gradients."""
-    import torch.nn.functional as F
-
-    from tcourse.kernels import attention_bwd_kernels as AB
-
-    rows = []
-    for B, H, S, D, causal, dt in _gbwd7_cases():
-        q, k, v, do = (torch.randn(B, H, S, D, device="cuda", dtype=dt) for _ in range(4))
-        qr, kr, vr = (t.float().requires_grad_() for t in (q, k, v))
-        ref = torch.autograd.grad(F.scaled_dot_product_attention(qr, kr, vr, is_causal=causal), (qr, kr, vr),
-                                  do.float())
-        o, lse = AB.attention_fwd(q, k, v, causal)
-        for label, cfg in (("default", None), ("old order", OLD_ORDER)):
-            t = time.time()
-            try:
-                g = AB.attention_bwd(do, q, k, v, o, lse, causal, gluon=True, gluon_config=cfg)
-                torch.cuda.synchronize()
-                errs = [_rel(x, y) for x, y in zip(g, ref)]
-                rows.append({"B": B, "H": H, "S": S, "D": D, "causal": causal, "dtype": str(dt)[6:], "variant": label,
-                             "rel_err_dq_dk_dv": errs, "ok": max(errs) < 2e-2, "s": round(time.time() - t, 1)})
-            except Exception as e:  # noqa: BLE001
-                rows.append({"B": B, "H": H, "S": S, "D": D, "causal": causal, "variant": label, "ok": False,
-                             "error": f"{type(e).__name__}: {str(e)[:300]}"})
-            print(" ", rows[-1], flush=True)
-    return rows
+    return _gluon_bwd_check(_gbwd7_cases(), lambda D: [("default", None), ("old order", OLD_ORDER)])
 
 
 def _kernel_times(fn, calls: int = 5) -> dict:
