@@ -114,9 +114,6 @@ for step in "${steps[@]}"; do
       run probe_gbwd7check timeout 200 python3 scripts/probe_issue18.py gbwd7check
       grep -q "'ok': False" results/h200/logs/probe_gbwd7check.log || run probe_gbwd7 timeout 330 python3 scripts/probe_issue18.py gbwd7 ;;
     bench-bwd) run bench_suite_bwd timeout 120 python3 -m bench --only attention_bwd --rounds 5 --no-host ;;  # after a backward-only change
-    mmsk)  # the stream-K matmul: checked and timed beside cuBLAS and the public matmul, then its GPU test (time-limited: it spin-waits)
-      run probe_mmsk timeout 300 python3 scripts/probe_issue18.py mmsk
-      run kernel_tests_gpu_streamk timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k streamk ;;
     mm1024) run probe_mm1024 timeout 200 python3 scripts/probe_issue18.py mm1024 ;;
     gmmhost)  # the Gluon matmul's host path at 1024^3, piece by piece, and the public matmul on it; then its GPU tests
       run probe_gmmhost timeout 150 python3 scripts/probe_issue18.py gmmhost

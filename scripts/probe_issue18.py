@@ -526,44 +526,6 @@ def gbwd7() -> list:
     return rows
 
 
-# Session 14: matmul's last round. 4096^3 in 128x256 tiles is 512 tiles on 132 SMs: 3 full rounds and 116 tiles,
-# so in the last round 16 SMs idle (3 % of the kernel); 8192^3 is 2048 tiles, 15 rounds and 68.
-STREAMK_SHAPES = ((4096, 4096, 4096), (8192, 8192, 8192), (3000, 5000, 2048), (4096, 4096, 1024), (2048, 2048, 2048))
-
-
-def mmsk() -> list:
-    """The stream-K kernel (matmul_kernels.matmul_streamk) against fp64 on fresh inputs, twice each (the flags
-    must be back at 0 after a call), then beside cuBLAS and the public matmul (the persistent kernel) at 4096^3
-    and 8192^3: do_bench and GPU time, 5 rounds; fp16 and bf16."""
-    from tcourse.kernels import matmul_kernels as M
-
-    rows: list = []
-    variants = {"stream-K": None, "stream-K, 3 stages": {"num_stages": 3},
-                "stream-K, all tiles shared": {"dp_tiles": 0}}
-    for dt in (torch.float16, torch.bfloat16):
-        for shape in STREAMK_SHAPES:
-            m, n, k = shape
-            for label, cfg in variants.items():
-                def check(cfg=cfg):
-                    errs = []
-                    for _ in range(2):
-                        a, b = torch.randn(m, k, device="cuda", dtype=dt), torch.randn(k, n, device="cuda", dtype=dt)
-                        errs.append(_rel(M.matmul_streamk(a, b, cfg), a.double() @ b.double()))
-                    return {"err": max(errs), "errs": errs}
-                _guard(rows, {"dtype": str(dt)[6:], "shape": shape, "variant": label, "check": True}, check)
-        for shape in STREAMK_SHAPES[:2]:
-            m, n, k = shape
-            a, b = torch.randn(m, k, device="cuda", dtype=dt), torch.randn(k, n, device="cuda", dtype=dt)
-            calls = {"public matmul": lambda: M.matmul(a, b),
-                     **{label: (lambda cfg=cfg: M.matmul_streamk(a, b, cfg)) for label, cfg in variants.items()}}
-            for timer in ("do_bench", "gpu_time"):
-                for label, fn in [*calls.items(), ("public matmul again", calls["public matmul"])]:
-                    _guard(rows, {"dtype": str(dt)[6:], "shape": shape, "variant": label, "timer": timer},
-                           lambda fn=fn, timer=timer: _cmp(fn, lambda: a @ b, flops=2 * m * n * k, rounds=5,
-                                                           timer=timer))
-    return rows
-
-
 def mm1024() -> list:
     """Session 12: the Gluon warp-specialised matmul at 1024^3 in cuBLAS's shape (ncu, session 11: cuBLAS runs
     nvjet 128x64 tiles, K steps of 64, 8 stages, 3 warpgroups; ours 64x128x128, 1 warpgroup, 7.8 against 7.0 us),
@@ -943,7 +905,7 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
          "gbwd6": gbwd6, "mm1024": mm1024, "gmmhost": gmmhost, "gattnhost": gattnhost, "gbwd7check": gbwd7check,
-         "gbwd7": gbwd7, "mmsk": mmsk}
+         "gbwd7": gbwd7}
 
 
 def main(argv: list[str]) -> int:

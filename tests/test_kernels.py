@@ -152,28 +152,6 @@ def test_matmul_bf16_gpu(mnk):
     assert rel_err(matmul_kernels.matmul_blocked(a, b), a.double() @ b.double()) < 1e-2
 
 
-# (programs, data-parallel tiles) per device: some rounds one tile per program then the rest shared, every tile
-# shared, and (GPU) one program per SM
-STREAMK_CASES = {"cpu": [(4, None), (4, 0), (7, None)], "cuda": [(5, None), (5, 0), (None, None)]}
-
-
-@pytest.mark.parametrize("case", range(3))
-def test_matmul_streamk(case):
-    """Stream-K: the tiles cut between programs add up (partial sums, flags), and each call leaves the flags at
-    0 for the next (a second call, new values). The interpreter runs 16x32 tiles (15 tiles, some cut in three);
-    a Hopper GPU the H200 config (480 tiles, a partial last round on 132 SMs), over ragged edges."""
-    if DEV == "cuda" and not matmul_kernels.tma_available(torch.empty(1, device=DEV, dtype=torch.float16)):
-        pytest.skip("the stream-K kernel needs a Hopper GPU")
-    programs, dp_tiles = STREAMK_CASES[DEV][case]
-    m, n, k = (80, 96, 112) if DEV == "cpu" else (3000, 5000, 2040)
-    cfg = {"BM": 16, "BN": 32, "BK": 16, "GROUP_M": 2, "num_stages": 1} if DEV == "cpu" else {}
-    cfg.update({key: val for key, val in (("programs", programs), ("dp_tiles", dp_tiles)) if val is not None})
-    for seed in (30, 32):
-        a, b = randn(m, k, dtype=torch.float16, seed=seed), randn(k, n, dtype=torch.float16, seed=seed + 1)
-        assert rel_err(matmul_kernels.matmul_streamk(a, b, cfg), a.double() @ b.double()) < 1e-2
-        assert all(int(flags.abs().sum()) == 0 for _, flags in matmul_kernels._STREAMK_WORKSPACE.values())
-
-
 @gpu_only
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_bf16_gpu(causal):

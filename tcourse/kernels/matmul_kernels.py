@@ -92,69 +92,6 @@ def matmul_tma_persistent_kernel(a_desc, b_desc, c, M, N, K, stride_cm, BM: tl.c
                      mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-@triton.jit
-def _halves(acc):
-    """A BM x BN tile as its two BM x BN/2 column halves."""
-    return tl.split(tl.permute(tl.reshape(acc, (acc.shape[0], 2, acc.shape[1] // 2)), (0, 2, 1)))
-
-
-@triton.jit
-def matmul_tma_streamk_kernel(a_desc, b_desc, c, partials, flags, M, N, K, DP_TILES, BM: tl.constexpr,
-                              BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr):
-    """Stream-K: the first DP_TILES tiles one per program and round as in the persistent kernel; the K steps of
-    the tiles after them form one line cut into NUM_PROGRAMS equal ranges, so the last tiles are shared by every
-    SM instead of leaving part of them idle. A tile cut between programs is finished by the one holding its last
-    K step: the earlier ones leave fp32 partial sums in ``partials`` (one BM x BN slot per program) and raise their
-    flag; it waits for the flags, adds, stores C and lowers the flags again (so the next call finds them at 0).
-    It waits only on lower program ids, which start no later than it does: no deadlock without co-residency,
-    nor in the interpreter, which runs the programs in order. Each program walks its range backwards, so that
-    its partial (its range's end) is published first and its own waiting (its range's start) comes last."""
-    pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(N, BN)
-    k_tiles = tl.cdiv(K, BK)
-    for tile in tl.range(pid, DP_TILES, NUM_PROGRAMS, flatten=True):
-        pid_m, pid_n = _tile_coords(tile, num_m, num_n, GROUP_M)
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for kt in range(k_tiles):
-            acc = tl.dot(a_desc.load([pid_m * BM, kt * BK]), b_desc.load([kt * BK, pid_n * BN]), acc)
-        c0, c1 = _halves(acc)
-        c.store([pid_m * BM, pid_n * BN], c0.to(c.dtype))
-        c.store([pid_m * BM, pid_n * BN + BN // 2], c1.to(c.dtype))
-    sk_steps = (num_m * num_n - DP_TILES) * k_tiles
-    first = pid * sk_steps // NUM_PROGRAMS
-    it = (pid + 1) * sk_steps // NUM_PROGRAMS
-    HALF: tl.constexpr = BM * BN // 2  # partial sums go by column halves too: fewer registers live at once
-    offs = tl.arange(0, BM)[:, None] * (BN // 2) + tl.arange(0, BN // 2)[None, :]
-    while it > first:
-        t = (it - 1) // k_tiles  # the stream-K tile that holds step it - 1
-        t0 = t * k_tiles
-        lo = tl.maximum(first, t0)
-        pid_m, pid_n = _tile_coords(DP_TILES + t, num_m, num_n, GROUP_M)
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for kt in range(lo - t0, it - t0):
-            acc = tl.dot(a_desc.load([pid_m * BM, kt * BK]), b_desc.load([kt * BK, pid_n * BN]), acc)
-        c0, c1 = _halves(acc)
-        if it < t0 + k_tiles:  # the tile goes on in the next program: leave the partial sum
-            tl.store(partials + pid.to(tl.int64) * (2 * HALF) + offs, c0)
-            tl.store(partials + pid.to(tl.int64) * (2 * HALF) + HALF + offs, c1)
-            tl.atomic_xchg(flags + pid, 1, sem="release")
-        else:  # this program holds the tile's last K step: add the earlier programs' partials, store C
-            q = pid - 1
-            covered = lo
-            while covered > t0:
-                while tl.atomic_add(flags + q, 0, sem="acquire") == 0:
-                    pass
-                c0 += tl.load(partials + q.to(tl.int64) * (2 * HALF) + offs)
-                c1 += tl.load(partials + q.to(tl.int64) * (2 * HALF) + HALF + offs)
-                tl.atomic_xchg(flags + q, 0, sem="relaxed")
-                covered = q * sk_steps // NUM_PROGRAMS
-                q -= 1
-            c.store([pid_m * BM, pid_n * BN], c0.to(c.dtype))
-            c.store([pid_m * BM, pid_n * BN + BN // 2], c1.to(c.dtype))
-        it = lo
-
-
 def _blocked_configs():
     cfg = [(128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 4, 8), (64, 128, 64, 4, 4),
            (64, 128, 128, 3, 4), (64, 128, 128, 4, 4), (128, 64, 64, 4, 4), (64, 64, 64, 5, 4)]
@@ -283,54 +220,6 @@ def _tma(a, b, config):
         config = dict(config)
         _set_desc_blocks({"a_desc": a_desc, "b_desc": b_desc, "c": c_arg, "C_DESC": c_desc, **config})
         matmul_tma_persistent_kernel[grid(config)](*args, NUM_PROGRAMS=sms, C_DESC=c_desc, **config)
-    return c
-
-
-STREAMK_CONFIG = {"BM": 128, "BN": 256, "BK": 64, "GROUP_M": 8, "num_stages": 4, "num_warps": 8}
-_STREAMK_WORKSPACE: dict = {}  # (device, stream, programs, BM * BN) -> (fp32 partial sums, int32 flags at 0)
-
-
-def streamk_split(tiles: int, programs: int, k_tiles: int) -> int:
-    """How many tiles go one per program (data-parallel) before the stream-K line: all of them when they fill
-    whole rounds; else all but the last partial round and one full round, which the programs then share
-    (each gets at least one K step: a program with none would never raise the flag its successor waits for)."""
-    if tiles % programs == 0:
-        return tiles
-    dp = max(tiles // programs - 1, 0) * programs
-    return dp if (tiles - dp) * k_tiles >= programs else tiles
-
-
-def matmul_streamk(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torch.Tensor:
-    """Hopper stream-K TMA kernel (fp16/bf16, C's rows 16-byte aligned). ``config``: BM, BN, BK, GROUP_M,
-    num_warps, num_stages, and for tests ``programs`` (default: the SM count) and ``dp_tiles`` (default:
-    :func:`streamk_split`). C is stored in two column halves (the persistent kernel's SPLIT_EPILOGUE)."""
-    _check(a, b)
-    c, work = _output(a, b)
-    if not work:
-        return c
-    (M, K), N = a.shape, b.shape[1]
-    if not (TensorDescriptor is not None and a.dtype in (torch.float16, torch.bfloat16)
-            and N * c.element_size() % 16 == 0):
-        raise RuntimeError("the stream-K kernel needs fp16/bf16 inputs, C's rows 16-byte aligned and triton's "
-                           "TensorDescriptor")
-    cfg = {**STREAMK_CONFIG, **(config or {})}
-    bm, bn, bk = cfg["BM"], cfg["BN"], cfg["BK"]
-    tiles = cdiv(M, bm) * cdiv(N, bn)
-    programs = min(cfg.pop("programs", num_sms(a) if on_gpu(a) else 4), tiles)
-    dp_tiles = cfg.pop("dp_tiles", None)
-    dp_tiles = streamk_split(tiles, programs, cdiv(K, bk)) if dp_tiles is None else dp_tiles
-    a, b = _tma_ready(a), _tma_ready(b)
-    a_desc = TensorDescriptor(a, [M, K], [a.stride(0), 1], [bm, bk])
-    b_desc = TensorDescriptor(b, [K, N], [b.stride(0), 1], [bk, bn])
-    c_desc = TensorDescriptor(c, [M, N], [c.stride(0), 1], [bm, bn // 2])
-    stream = torch.cuda.current_stream(a.device).cuda_stream if on_gpu(a) else 0
-    key = (a.device, stream, programs, bm * bn)
-    work_space = _STREAMK_WORKSPACE.get(key)
-    if work_space is None:
-        work_space = _STREAMK_WORKSPACE[key] = (torch.empty((programs, bm * bn), dtype=torch.float32, device=a.device),
-                                                torch.zeros(programs, dtype=torch.int32, device=a.device))
-    matmul_tma_streamk_kernel[(programs,)](a_desc, b_desc, c_desc, *work_space, M, N, K, dp_tiles,
-                                          NUM_PROGRAMS=programs, **cfg)
     return c
 
 
