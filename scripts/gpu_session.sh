@@ -113,6 +113,9 @@ for step in "${steps[@]}"; do
       # left after the last full wave split into query ranges): checked, time-limited, then profiled and timed
       run probe_gbwd7check timeout 200 python3 scripts/probe_issue18.py gbwd7check
       grep -q "'ok': False" results/h200/logs/probe_gbwd7check.log || run probe_gbwd7 timeout 330 python3 scripts/probe_issue18.py gbwd7 ;;
+    gbwd8)  # D=64: dQ by one consumer in turn (DQ_ALT): checked, time-limited, then timed
+      run probe_gbwd8check timeout 200 python3 scripts/probe_issue18.py gbwd8check
+      grep -q "'ok': False" results/h200/logs/probe_gbwd8check.log || run probe_gbwd8 timeout 200 python3 scripts/probe_issue18.py gbwd8 ;;
     bench-bwd) run bench_suite_bwd timeout 120 python3 -m bench --only attention_bwd --rounds 5 --no-host ;;  # after a backward-only change
     mm1024) run probe_mm1024 timeout 200 python3 scripts/probe_issue18.py mm1024 ;;
     gmmhost)  # the Gluon matmul's host path at 1024^3, piece by piece, and the public matmul on it; then its GPU tests

@@ -526,6 +526,30 @@ def gbwd7() -> list:
     return rows
 
 
+# Session 14, second part: at D=64 each consumer adds its own keys' share of dQ_i (two reduce-adds of 64 x 64 fp32
+# per query block and program, 8.6 GB of L2 read-modify-write per backward at B4 H32 S4096). DQ_ALT: consumer
+# i % 2 multiplies all 128 keys of dS_i by K and adds dQ_i once, so the reduce traffic halves and the consumers
+# take turns (the D=128 split by columns needs half rows of K, narrower than its swizzle at D=64: gbwd6).
+GBWD8 = (("default (each consumer its keys)", {"DQ_ALT": False}), ("DQ_ALT", {"DQ_ALT": True}),
+         ("DQ_ALT, 3 stages", {"DQ_ALT": True, "STAGES": 3}))
+
+
+def gbwd8check() -> list:
+    """D=64 with dQ_i by one consumer in turn (DQ_ALT), 2 and 3 stages, against fp32 SDPA's gradients."""
+    return _gluon_bwd_check([c for c in _gbwd_cases() if c[3] == 64] + [c for c in _gbwd7_cases() if c[3] == 64],
+                            lambda D: list(GBWD8))
+
+
+def gbwd8() -> list:
+    """DQ_ALT against the default at D=64 (each twice), beside SDPA; GPU time, 5 rounds, B4 H32 S4096 fp16."""
+    rows: list = []
+    for D, causal, timed in _bwd_problems():
+        if D == 64:
+            for label, cfg in (*GBWD8, *GBWD8[:2]):
+                timed(rows, label, 5, 30, gluon=True, gluon_config=cfg)
+    return rows
+
+
 def mm1024() -> list:
     """Session 12: the Gluon warp-specialised matmul at 1024^3 in cuBLAS's shape (ncu, session 11: cuBLAS runs
     nvjet 128x64 tiles, K steps of 64, 8 stages, 3 warpgroups; ours 64x128x128, 1 warpgroup, 7.8 against 7.0 us),
@@ -905,7 +929,7 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
          "gbwd6": gbwd6, "mm1024": mm1024, "gmmhost": gmmhost, "gattnhost": gattnhost, "gbwd7check": gbwd7check,
-         "gbwd7": gbwd7}
+         "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8}
 
 
 def main(argv: list[str]) -> int:

@@ -13,9 +13,11 @@ P^T and dS^T stay in registers as the left operand of the last two. dQ_i needs t
 both consumers write their half of dS^T to shared memory, and with ``DQ_SPLIT`` each then multiplies the
 whole ``dS_i`` (128 keys) by its half of K's columns (dQ_i's columns ``c * D/2 ..``), so the two halves of
 dQ_i leave the program once, added into an fp32 buffer by one TMA reduce-add each
-(``cp.reduce.async.bulk.tensor``). Without ``DQ_SPLIT`` each consumer adds its own keys' share of all D
-columns: no wait for the other warpgroup, twice the reduce traffic. The fp32 buffer is cast to the
-input dtype afterwards.
+(``cp.reduce.async.bulk.tensor``). At D = 64 half a row of K is narrower than its swizzle, so with ``DQ_ALT``
+the consumers take turns instead: consumer i % 2 multiplies all of ``dS_i`` by all of K and adds dQ_i once.
+Without either, each consumer adds its own keys' share of all D columns: no wait for the other warpgroup,
+twice the reduce traffic (at D = 64, B4 H32 S4096: 0.94x SDPA's backward, against 0.99x with DQ_ALT and 3
+stages; causal 0.98-0.99x against 1.035x). The fp32 buffer is cast to the input dtype afterwards.
 
 Registers decide its speed at D = 128: two fp32 accumulators (dK, dV) of 64 x 128 per consumer leave ptxas
 too few of the 240 it may use, and what it spills is loaded and stored again for every query block. Taking
@@ -26,7 +28,7 @@ ptxas spills more with either form (184/256 bytes before, 280/288 after, 280/296
 ``_program``; not timed on a GPU).
 
 Limits: fp16/bf16, (B, H, S, D) contiguous, S a multiple of BN = 128 = 2 * BM, D 64 or 128; with
-``DQ_SPLIT`` D/2 columns of K must be one shared-memory swizzle slab (D = 128). No interpreter:
+``DQ_SPLIT`` D/2 columns of K must be one shared-memory swizzle slab (D = 128; not with ``DQ_ALT``). No interpreter:
 :func:`compile_sm90` compiles it offline.
 """
 from __future__ import annotations
@@ -121,17 +123,17 @@ def _scores(i, bufs, q_ready, STAGES: gl.constexpr):
 
 @gluon.jit
 def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready, ds_free, n0, start, key0, qk_scale, sm_scale,
-           MASK: gl.constexpr, STAGES: gl.constexpr):
-    """From query block i's scores to its three gradient multiplies, issued asynchronously (dV, dK, dQ).
-    ``ds_all`` / ``ds_mine``: dS^T buffer i % 2, all 128 keys and this consumer's 64. ``MASK``: the block
-    crosses the diagonal (causal)."""
+           MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr):
+    """From query block i's scores to its gradient multiplies, issued asynchronously (dV, dK and, with
+    ``DO_DQ``, dQ; without it the returned dQ token is dK's). ``ds_all`` / ``ds_mine``: dS^T buffer i % 2, all
+    128 keys and this consumer's 64. ``MASK``: the block crosses the diagonal (causal)."""
     k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
     KB: gl.constexpr = k_c.shape[0]
     D: gl.constexpr = k_c.shape[1]
     BN: gl.constexpr = ds_all.shape[0]
     BM: gl.constexpr = q_bufs.shape[1]
     DQ_N: gl.constexpr = dq_smem.shape[1]
-    DQ_SPLIT: gl.constexpr = k_dq.shape[0] == BN  # K's column half (all keys), else this consumer's rows
+    ALL_KEYS: gl.constexpr = k_dq.shape[0] == BN  # DQ_SPLIT or DQ_ALT: dS_i of all 128 keys, else this consumer's
     dtype: gl.constexpr = k_c.dtype
     st_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BM, 16])
     kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
@@ -155,34 +157,42 @@ def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready, ds_free,
     dst = (pt * (dpt - gl.expand_dims(delta, 0)) * sm_scale).to(dtype)
     pt_op = gl.convert_layout(pt.to(dtype), a_layout)
     ds_op = gl.convert_layout(dst, a_layout)
-    # dS^T into shared memory for dQ; with DQ_SPLIT the other consumer reads it too, so the buffer is free
-    # only when both have finished their dQ multiply of two steps ago (a fresh barrier passes parity 1)
-    if DQ_SPLIT:
+    # dS^T into shared memory for dQ; when dQ takes all 128 keys the other consumer reads it too, so the buffer
+    # is free only when both are done with it two steps ago (a fresh barrier passes parity 1)
+    if ALL_KEYS:
         mbarrier.wait(ds_free, ((i // 2) & 1) ^ 1)
     ds_mine.store(dst)
     fence_async_shared()
     dv_tok = warpgroup_mma(pt_op, do_s, dv, is_async=True)
     dk_tok = warpgroup_mma(ds_op, q_s, dk, is_async=True)
-    dq_zero = gl.zeros([BM, DQ_N], gl.float32, dq_layout)
-    if DQ_SPLIT:  # all 128 keys of dS_i times this consumer's columns of K
+    dq_tok = dk_tok
+    if ALL_KEYS:
         mbarrier.arrive(ds_ready, count=1)
-        mbarrier.wait(ds_ready, (i // 2) & 1)
-        dq_tok = warpgroup_mma(ds_all.permute((1, 0)), k_dq, dq_zero, use_acc=False, is_async=True)
-    else:  # this consumer's keys of dS_i times its rows of K
-        dq_tok = warpgroup_mma(ds_mine.permute((1, 0)), k_dq, dq_zero, use_acc=False, is_async=True)
+    if DO_DQ:
+        dq_zero = gl.zeros([BM, DQ_N], gl.float32, dq_layout)
+        if ALL_KEYS:  # all 128 keys of dS_i times K's columns (DQ_SPLIT: this consumer's half; DQ_ALT: all)
+            mbarrier.wait(ds_ready, (i // 2) & 1)
+            dq_tok = warpgroup_mma(ds_all.permute((1, 0)), k_dq, dq_zero, use_acc=False, is_async=True)
+        else:  # this consumer's keys of dS_i times its rows of K
+            dq_tok = warpgroup_mma(ds_mine.permute((1, 0)), k_dq, dq_zero, use_acc=False, is_async=True)
     return dv_tok, dk_tok, dq_tok, pt_op, ds_op
 
 
 @gluon.jit
+def _release(i, bufs, q_empty, ds_free, STAGES: gl.constexpr):
+    """Query block i's multiplies are done: release its Q/dO stage (and, when dQ reads all keys, dS^T buffer)."""
+    k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
+    mbarrier.arrive(q_empty.index(i % STAGES), count=1)
+    if k_dq.shape[0] != k_c.shape[0]:
+        mbarrier.arrive(ds_free, count=1)
+
+
+@gluon.jit
 def _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES: gl.constexpr):
-    """Query block i's multiplies are done: release its Q/dO stage (and dS^T buffer), add dQ_i into the
-    fp32 buffer by TMA reduce."""
+    """Release query block i's buffers, add dQ_i into the fp32 buffer by TMA reduce."""
     k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
     BM: gl.constexpr = q_bufs.shape[1]
-    DQ_SPLIT: gl.constexpr = k_dq.shape[0] != k_c.shape[0]
-    mbarrier.arrive(q_empty.index(i % STAGES), count=1)
-    if DQ_SPLIT:
-        mbarrier.arrive(ds_free, count=1)
+    _release(i, bufs, q_empty, ds_free, STAGES)
     tma.store_wait(0)  # the previous reduce-add has read dq_smem
     dq_smem.store(dq)
     fence_async_shared()
@@ -191,13 +201,17 @@ def _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES
 
 @gluon.jit
 def _step(i, dk, dv, bufs, ds_all, ds_mine, q_ready, q_empty, ds_ready, ds_free, dq_desc, n0, bh, start, key0,
-          dq_col, S, qk_scale, sm_scale, MASK: gl.constexpr, STAGES: gl.constexpr):
-    """Query block i, one stage after the other: its scores, its three gradient multiplies, its dQ."""
+          dq_col, S, qk_scale, sm_scale, MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr):
+    """Query block i, one stage after the other: its scores, its gradient multiplies, its dQ (``DO_DQ``)."""
     st_tok, dpt_tok = _scores(i, bufs, q_ready, STAGES)
     dv_tok, dk_tok, dq_tok, pt_op, ds_op = _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready,
-                                                  ds_free, n0, start, key0, qk_scale, sm_scale, MASK, STAGES)
-    dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok, dq_tok, pt_op, ds_op])
-    _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES)
+                                                  ds_free, n0, start, key0, qk_scale, sm_scale, MASK, STAGES, DO_DQ)
+    if DO_DQ:
+        dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok, dq_tok, pt_op, ds_op])
+        _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES)
+    else:
+        dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok, pt_op, ds_op])
+        _release(i, bufs, q_empty, ds_free, STAGES)
     return dk, dv
 
 
@@ -214,17 +228,20 @@ def _store_dkdv(dk, dv, dk_ptr, dv_ptr, row0):
 
 
 @gluon.jit
-def _consumer(k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, ds0_mine, ds1_mine, dq_smem, kv_ready,
-              q_ready, q_empty, ds_ready, ds_free, dq_desc, dk_ptr, dv_ptr, key0, dq_col, S, BH, GROUP, qk_scale,
-              sm_scale, CAUSAL):
-    """dK and dV for the 64 keys ``key0 ..`` of this program's block, and their share of every dQ_i. Steps
-    go in pairs, one per dS^T buffer (the number of query blocks is even: S and the causal start are
-    multiples of 128)."""
+def _consumer(args, C: gl.constexpr):
+    """Consumer C's part: dK and dV for the 64 keys ``key0 ..`` of this program's block, and its share of every
+    dQ_i (with DQ_ALT, all of dQ_i for the query blocks i with i % 2 == C). Steps go in pairs, one per dS^T
+    buffer (the number of query blocks is even: S and the causal start are multiples of 128)."""
+    (k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, ds0_mine, ds1_mine, dq_smem, kv_ready, q_ready,
+     q_empty, ds_ready, ds_free, dq_desc, dk_ptr, dv_ptr, key0, dq_col, S, BH, GROUP, qk_scale, sm_scale, CAUSAL) = args
     KB: gl.constexpr = k_c.shape[0]  # this warpgroup's keys
     D: gl.constexpr = k_c.shape[1]
     BN: gl.constexpr = ds0.shape[0]
     BM: gl.constexpr = q_bufs.shape[1]
     STAGES: gl.constexpr = q_bufs.shape[0]
+    ALT: gl.constexpr = k_dq.shape[0] == BN and k_dq.shape[1] == D  # DQ_ALT: dQ of even / odd blocks by consumer 0 / 1
+    EVEN: gl.constexpr = not ALT or C == 0
+    ODD: gl.constexpr = not ALT or C == 1
     kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
     bufs = (k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem)
     n0, bh, start, n_steps = _program(S, BH, GROUP, BN, BM, CAUSAL)
@@ -235,22 +252,34 @@ def _consumer(k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, d
     # only they are masked; either way ptxas then spills less in the loop (sm_90, Triton 3.6, D128: 216 -> 120
     # bytes, causal 344 -> 128)
     dk, dv = _step(0, dk, dv, bufs, ds0, ds0_mine, q_ready, q_empty, ds_ready.index(0), ds_free.index(0), dq_desc,
-                   n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES)
+                   n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES, EVEN)
     dk, dv = _step(1, dk, dv, bufs, ds1, ds1_mine, q_ready, q_empty, ds_ready.index(1), ds_free.index(1),
-                   dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES)
+                   dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES, ODD)
     for i in range(2, n_steps, 2):  # unmasked: the mask's index vectors take no registers here
         dk, dv = _step(i, dk, dv, bufs, ds0, ds0_mine, q_ready, q_empty, ds_ready.index(0), ds_free.index(0), dq_desc,
-                       n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, False, STAGES)
+                       n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, False, STAGES, EVEN)
         dk, dv = _step(i + 1, dk, dv, bufs, ds1, ds1_mine, q_ready, q_empty, ds_ready.index(1), ds_free.index(1),
-                       dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, False, STAGES)
+                       dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, False, STAGES, ODD)
     _store_dkdv(dk, dv, dk_ptr, dv_ptr, bh * S + n0 + key0)
     return (n_steps,)  # a tuple: Triton 3.6 flattens the default partition's results as a sequence
+
+
+# Arguments reach a partition as values; a literal written inside it is a constexpr, so each consumer is its own
+# function around the same body
+@gluon.jit
+def _consumer0(args):
+    return _consumer(args, 0)
+
+
+@gluon.jit
+def _consumer1(args):
+    _consumer(args, 1)
 
 
 @gluon.jit
 def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dk_ptr, dv_ptr, S, BH, GROUP,
                          qk_scale, sm_scale, BM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr):
+                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_ALT: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     BN: gl.constexpr = k_desc.block_type.shape[0]
     KB: gl.constexpr = BN // 2
@@ -281,6 +310,9 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
     if DQ_SPLIT:  # consumer c: dQ_i's columns c * D/2 .., a contraction over all 128 keys
         k_dq0 = k_smem.slice(0, DQ_N, dim=1)
         k_dq1 = k_smem.slice(DQ_N, DQ_N, dim=1)
+    elif DQ_ALT:  # consumer i % 2: all of dQ_i, a contraction over all 128 keys
+        k_dq0 = k_smem
+        k_dq1 = k_smem
     else:  # consumer c: its own keys' share of all D columns
         k_dq0 = k_smem.slice(0, KB)
         k_dq1 = k_smem.slice(KB, KB)
@@ -293,15 +325,17 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
               CAUSAL)
     loads = (q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_smem, q_bufs, do_bufs, lse_bufs,
              delta_bufs, kv_ready.index(0), q_ready, q_empty, S, BH, GROUP, CAUSAL)
-    gl.warp_specialize([(_consumer, first), (_consumer, second), (_loader, loads)],
+    gl.warp_specialize([(_consumer0, (first,)), (_consumer1, (second,)), (_loader, loads)],
                        [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
-# per head dim: query rows per step, Q/dO ring depth, how dQ is split between the two consumers; measured on
-# the H200 at B4 H32 S4096 (results/h200/issue18/gbwd_run*.json): 3 stages at D128 (0.85-0.86x SDPA against
-# 0.80-0.81x with 2), DQ_SPLIT at D128 (0.58-0.64x without). Issuing the next block's scores before waiting
-# for this block's gradients (commit e11d416, AHEAD) was slower everywhere, 0.45-0.79x, and was removed.
-CONFIGS = {64: {"BM": 64, "STAGES": 2, "DQ_SPLIT": False, "GROUP": 4},
-           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "GROUP": 4}}
+# per head dim: query rows per step, Q/dO ring depth, how dQ is split between the two consumers, causal heads per
+# group (_program); measured on the H200 at B4 H32 S4096 (results/h200/issue18/gbwd_run*.json, gbwd7.json,
+# gbwd8.json): 3 stages at D128 (0.85-0.86x SDPA against 0.80-0.81x with 2), DQ_SPLIT at D128 (0.58-0.64x
+# without), DQ_ALT with 3 stages at D64 (0.99x against 0.94x, causal 1.035x against 0.98-0.99x; 2 stages 0.96-0.97x
+# / 1.01-1.02x). Issuing the next block's scores before waiting for this block's gradients (commit e11d416,
+# AHEAD) was slower everywhere, 0.45-0.79x, and was removed.
+CONFIGS = {64: {"BM": 64, "STAGES": 3, "DQ_SPLIT": False, "DQ_ALT": True, "GROUP": 4},
+           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "DQ_ALT": False, "GROUP": 4}}
 BN = 128  # keys per program: two consumers of 64
 
 
@@ -324,7 +358,7 @@ def supports(q: torch.Tensor, causal: bool = False, config: dict | None = None) 
     if q.dtype not in _GL_DTYPE or D not in CONFIGS:
         return False
     cfg = _config(D, config)  # DQ_SPLIT: K's D/2 columns must be one 128-byte swizzle slab
-    return (S % BN == 0 and S % cfg["BM"] == 0 and not (cfg["DQ_SPLIT"] and D != 128)
+    return (S % BN == 0 and S % cfg["BM"] == 0 and not (cfg["DQ_SPLIT"] and (D != 128 or cfg["DQ_ALT"]))
             and BN == 2 * cfg["BM"]  # the consumers take query blocks in pairs; causal: the first pair holds the diagonal
             and smem_bytes(D, cfg) <= H100_SMEM_LIMIT)
 
@@ -361,7 +395,7 @@ def attention_bwd(do, q, k, v, lse, delta, sm_scale: float, causal: bool = False
     descs = _descriptors(q2, k2, v2, do2, lse.contiguous(), delta.contiguous(), dq_acc, bm, dq_n)
     attention_bwd_kernel[(S // BN * B * H,)](*descs, dk, dv, S, B * H, cfg["GROUP"], sm_scale * LOG2E, sm_scale,
                                              BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
-                                             DQ_SPLIT=cfg["DQ_SPLIT"], num_warps=4)
+                                             DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"], num_warps=4)
     return tuple(t.view(B, H, S, D) for t in (dq_acc.to(q.dtype), dk, dv))
 
 
@@ -377,4 +411,4 @@ def compile_sm90(S: int = 4096, D: int = 128, causal: bool = False, config: dict
                                                                     descriptor_type([bm, dq_n], torch.float32)]
     return compile_for_sm90(attention_bwd_kernel, *descs, "*fp16", "*fp16", S, 128, cfg["GROUP"], 0.1, 0.1,
                             num_warps=4, num_stages=1, BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
-                            DQ_SPLIT=cfg["DQ_SPLIT"])
+                            DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"])
