@@ -531,7 +531,8 @@ def gbwd7() -> list:
 # i % 2 multiplies all 128 keys of dS_i by K and adds dQ_i once, so the reduce traffic halves and the consumers
 # take turns (the D=128 split by columns needs half rows of K, narrower than its swizzle at D=64: gbwd6).
 # (the run's rows carry the configs as passed, without STAGES: CONFIGS[64] had 2 stages then)
-GBWD8 = (("default (each consumer its keys)", {"DQ_ALT": False, "STAGES": 2}), ("DQ_ALT", {"DQ_ALT": True, "STAGES": 2}),
+GBWD8 = (("default (each consumer its keys)", {"DQ_ALT": False, "STAGES": 2}),
+         ("DQ_ALT", {"DQ_ALT": True, "STAGES": 2}),
          ("DQ_ALT, 3 stages", {"DQ_ALT": True, "STAGES": 3}))
 
 

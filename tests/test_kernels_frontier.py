@@ -267,6 +267,9 @@ def test_gluon_attention_backward_compiles_for_sm90(causal):
     # query blocks go to the consumers in pairs, and with the mask only on the first pair the diagonal must fit it
     q = torch.empty(1, 2, 1024, 128, dtype=torch.float16)
     assert G.supports(q, causal) and not G.supports(q, causal, {"BM": 32}) and not G.supports(q, causal, {"BM": 128})
+    # dQ either split by columns or taken in turns, not both (unsplit at D=128: 2 stages fit, 3 do not)
+    assert G.supports(q, causal, {"DQ_SPLIT": False, "DQ_ALT": True, "STAGES": 2})
+    assert not G.supports(q, causal, {"DQ_ALT": True})
 
 
 def test_attention_backward_dispatches_to_gluon_where_it_measured_faster(monkeypatch):
