@@ -552,6 +552,30 @@ def gbwd8() -> list:
     return rows
 
 
+# Session 15: the order of a step's last multiplies. gbwd9 (its run) timed DQ_FIRST: dV, dQ, dK, and dQ_i stored and
+# sent while dK runs (before: dV, dK, dQ, all waited, then dQ_i out; Triton 3.6 ptxas: the same spills), and DQ_LAG
+# (with that order): step i multiplies dS_{i-1} for dQ, so the wait for the other consumer's dS half is a step old
+# (D128 spills 176 / 192 bytes against 120 / 128). DQ_FIRST alone, dominated by DQ_LAG, was removed after it.
+# PINGPONG (gbwd10): the consumers take turns issuing their multiplies (0 scores, 1 grads, 0 grads, 1 scores), so
+# one's softmax runs beside the other's multiplies. Compiled, not run: block i+1's scores issued before dQ_i is
+# stored (384 / 392 bytes of spills).
+GBWD10 = (("default", None), ("DQ_LAG", {"DQ_LAG": True}), ("DQ_LAG+PINGPONG", {"DQ_LAG": True, "PINGPONG": True}))
+
+
+def gbwd10check() -> list:
+    """DQ_LAG with and without PINGPONG at both head dims against fp32 SDPA's gradients."""
+    return _gluon_bwd_check([*_gbwd_cases(), *_gbwd7_cases()], lambda D: list(GBWD10[1:]))
+
+
+def gbwd10() -> list:
+    """Each against the default (each twice), beside SDPA; GPU time, 5 rounds, B4 H32 S4096 fp16."""
+    rows: list = []
+    for D, causal, timed in _bwd_problems():
+        for label, cfg in (*GBWD10, *GBWD10):
+            timed(rows, label, 5, 30, gluon=True, gluon_config=cfg)
+    return rows
+
+
 def mm1024() -> list:
     """Session 12: the Gluon warp-specialised matmul at 1024^3 in cuBLAS's shape (ncu, session 11: cuBLAS runs
     nvjet 128x64 tiles, K steps of 64, 8 stages, 3 warpgroups; ours 64x128x128, 1 warpgroup, 7.8 against 7.0 us),
@@ -931,7 +955,8 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
          "gbwd6": gbwd6, "mm1024": mm1024, "gmmhost": gmmhost, "gattnhost": gattnhost, "gbwd7check": gbwd7check,
-         "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8}
+         "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8,
+         "gbwd10check": gbwd10check, "gbwd10": gbwd10}
 
 
 def main(argv: list[str]) -> int:

@@ -107,8 +107,9 @@ def _loader(q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_sme
 
 
 @gluon.jit
-def _scores(i, bufs, q_ready, STAGES: gl.constexpr):
-    """Wait for Q_i and dO_i, then issue ``S^T = K Q_i^T`` and ``dP^T = V dO_i^T`` (asynchronous)."""
+def _scores(i, bufs, q_ready, turn, STAGES: gl.constexpr, PP: gl.constexpr):
+    """Wait for Q_i and dO_i, then issue ``S^T = K Q_i^T`` and ``dP^T = V dO_i^T`` (asynchronous). ``PP``: only when
+    it is this consumer's turn (``turn``: its barrier and the other's), which passes to the other after."""
     k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
     KB: gl.constexpr = k_c.shape[0]
     BM: gl.constexpr = q_bufs.shape[1]
@@ -116,21 +117,28 @@ def _scores(i, bufs, q_ready, STAGES: gl.constexpr):
     s = i % STAGES
     mbarrier.wait(q_ready.index(s), (i // STAGES) & 1)
     st_zero = gl.zeros([KB, BM], gl.float32, st_layout)
+    if PP:
+        mbarrier.wait(turn[0], 1)
     st_tok = warpgroup_mma(k_c, q_bufs.index(s).permute((1, 0)), st_zero, use_acc=False, is_async=True)
     dpt_tok = warpgroup_mma(v_c, do_bufs.index(s).permute((1, 0)), st_zero, use_acc=False, is_async=True)
+    if PP:
+        mbarrier.arrive(turn[1], count=1)
     return st_tok, dpt_tok
 
 
 @gluon.jit
-def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready, ds_free, n0, start, key0, qk_scale, sm_scale,
-           MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr):
-    """From query block i's scores to its gradient multiplies, issued asynchronously (dV, dK and, with
-    ``DO_DQ``, dQ; without it the returned dQ token is dK's). ``ds_all`` / ``ds_mine``: dS^T buffer i % 2, all
-    128 keys and this consumer's 64. ``MASK``: the block crosses the diagonal (causal)."""
+def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free, dq_src, dq_ready, dq_phase, n0, start, key0,
+           qk_scale, sm_scale, turn, MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr,
+           DQ_FIRST: gl.constexpr, PP: gl.constexpr):
+    """From query block i's scores to its gradient multiplies, issued asynchronously: dV, dK and, with ``DO_DQ``,
+    a dQ (without it the returned dQ token is dK's); ``DQ_FIRST``: dV, dQ, dK in that order. ``ds_mine``: this
+    consumer's 64 keys of dS^T buffer i % 2, announced on ``ds_ready`` once written. The dQ multiply reads
+    ``dq_src`` (all 128 keys of a dS^T buffer, block i's or, with ``DQ_LAG``, block i - 1's) after ``dq_ready``
+    passes ``dq_phase``. ``MASK``: the block crosses the diagonal (causal)."""
     k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
     KB: gl.constexpr = k_c.shape[0]
     D: gl.constexpr = k_c.shape[1]
-    BN: gl.constexpr = ds_all.shape[0]
+    BN: gl.constexpr = dq_src.shape[0]
     BM: gl.constexpr = q_bufs.shape[1]
     DQ_N: gl.constexpr = dq_smem.shape[1]
     ALL_KEYS: gl.constexpr = k_dq.shape[0] == BN  # DQ_SPLIT or DQ_ALT: dS_i of all 128 keys, else this consumer's
@@ -163,36 +171,51 @@ def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready, ds_free,
         mbarrier.wait(ds_free, ((i // 2) & 1) ^ 1)
     ds_mine.store(dst)
     fence_async_shared()
+    if PP:
+        mbarrier.wait(turn[0], 0)
     dv_tok = warpgroup_mma(pt_op, do_s, dv, is_async=True)
-    dk_tok = warpgroup_mma(ds_op, q_s, dk, is_async=True)
-    dq_tok = dk_tok
+    if not DQ_FIRST:
+        dk_tok = warpgroup_mma(ds_op, q_s, dk, is_async=True)
     if ALL_KEYS:
         mbarrier.arrive(ds_ready, count=1)
     if DO_DQ:
         dq_zero = gl.zeros([BM, DQ_N], gl.float32, dq_layout)
-        if ALL_KEYS:  # all 128 keys of dS_i times K's columns (DQ_SPLIT: this consumer's half; DQ_ALT: all)
-            mbarrier.wait(ds_ready, (i // 2) & 1)
-            dq_tok = warpgroup_mma(ds_all.permute((1, 0)), k_dq, dq_zero, use_acc=False, is_async=True)
+        if ALL_KEYS:  # all 128 keys of dS times K's columns (DQ_SPLIT: this consumer's half; DQ_ALT: all)
+            mbarrier.wait(dq_ready, dq_phase)
+            dq_tok = warpgroup_mma(dq_src.permute((1, 0)), k_dq, dq_zero, use_acc=False, is_async=True)
         else:  # this consumer's keys of dS_i times its rows of K
             dq_tok = warpgroup_mma(ds_mine.permute((1, 0)), k_dq, dq_zero, use_acc=False, is_async=True)
+    if DQ_FIRST:
+        dk_tok = warpgroup_mma(ds_op, q_s, dk, is_async=True)
+    if PP:
+        mbarrier.arrive(turn[1], count=1)
+    if not DO_DQ:
+        dq_tok = dk_tok
     return dv_tok, dk_tok, dq_tok, pt_op, ds_op
 
 
 @gluon.jit
-def _release(i, bufs, q_empty, ds_free, STAGES: gl.constexpr):
-    """Query block i's multiplies are done: release its Q/dO stage (and, when dQ reads all keys, dS^T buffer)."""
+def _release(i, bufs, q_empty, ds_free, STAGES: gl.constexpr, FREE_DS: gl.constexpr = True):
+    """Query block i's multiplies are done: release its Q/dO stage (and, when dQ reads all keys and ``FREE_DS``,
+    the dS^T buffer dQ read)."""
     k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
     mbarrier.arrive(q_empty.index(i % STAGES), count=1)
-    if k_dq.shape[0] != k_c.shape[0]:
+    if k_dq.shape[0] != k_c.shape[0] and FREE_DS:
         mbarrier.arrive(ds_free, count=1)
 
 
 @gluon.jit
-def _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES: gl.constexpr):
-    """Release query block i's buffers, add dQ_i into the fp32 buffer by TMA reduce."""
+def _dq_out(i, j, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES: gl.constexpr):
+    """Release query block i's buffers, add dQ_j into the fp32 buffer by TMA reduce."""
+    _release(i, bufs, q_empty, ds_free, STAGES)
+    _dq_store(j, dq, bufs, dq_desc, bh, start, dq_col, S)
+
+
+@gluon.jit
+def _dq_store(i, dq, bufs, dq_desc, bh, start, dq_col, S):
+    """Add dQ_i into the fp32 buffer by TMA reduce."""
     k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
     BM: gl.constexpr = q_bufs.shape[1]
-    _release(i, bufs, q_empty, ds_free, STAGES)
     tma.store_wait(0)  # the previous reduce-add has read dq_smem
     dq_smem.store(dq)
     fence_async_shared()
@@ -200,18 +223,31 @@ def _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES
 
 
 @gluon.jit
-def _step(i, dk, dv, bufs, ds_all, ds_mine, q_ready, q_empty, ds_ready, ds_free, dq_desc, n0, bh, start, key0,
-          dq_col, S, qk_scale, sm_scale, MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr):
-    """Query block i, one stage after the other: its scores, its gradient multiplies, its dQ (``DO_DQ``)."""
-    st_tok, dpt_tok = _scores(i, bufs, q_ready, STAGES)
-    dv_tok, dk_tok, dq_tok, pt_op, ds_op = _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_all, ds_mine, ds_ready,
-                                                  ds_free, n0, start, key0, qk_scale, sm_scale, MASK, STAGES, DO_DQ)
-    if DO_DQ:
+def _step(i, dk, dv, bufs, cur, prev, q_ready, q_empty, turn, dq_desc, n0, bh, start, key0, dq_col, S, qk_scale,
+          sm_scale, MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr, DQ_FIRST: gl.constexpr,
+          LAG: gl.constexpr, FIRST: gl.constexpr, PP: gl.constexpr):
+    """Query block i, one stage after the other: its scores, its gradient multiplies and the dQ of block j = i - LAG
+    (``DO_DQ``; with ``LAG`` and ``FIRST`` there is no block j). ``cur`` / ``prev``: (all keys, this consumer's
+    keys, ready, free) of dS^T buffer i % 2 and of the other one."""
+    ds_all, ds_mine, ds_ready, ds_free = cur
+    j = i - LAG
+    dq_bufs = prev if LAG else cur  # the dS^T buffer dQ_j reads
+    DQ: gl.constexpr = DO_DQ and not (LAG and FIRST)
+    st_tok, dpt_tok = _scores(i, bufs, q_ready, turn, STAGES, PP)
+    dv_tok, dk_tok, dq_tok, pt_op, ds_op = _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free,
+                                                  dq_bufs[0], dq_bufs[2], (j // 2) & 1, n0, start, key0, qk_scale,
+                                                  sm_scale, turn, MASK, STAGES, DQ, DQ_FIRST, PP)
+    if DQ and DQ_FIRST:  # dQ_j goes out while dK's multiply runs
+        dv, dq, pt_op = warpgroup_mma_wait(1, deps=[dv_tok, dq_tok, pt_op])
+        _dq_store(j, dq, bufs, dq_desc, bh, start, dq_col, S)
+        dk, ds_op = warpgroup_mma_wait(0, deps=[dk_tok, ds_op])
+        _release(i, bufs, q_empty, dq_bufs[3], STAGES)
+    elif DQ:
         dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok, dq_tok, pt_op, ds_op])
-        _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES)
+        _dq_out(i, j, dq, bufs, q_empty, dq_bufs[3], dq_desc, bh, start, dq_col, S, STAGES)
     else:
         dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok, pt_op, ds_op])
-        _release(i, bufs, q_empty, ds_free, STAGES)
+        _release(i, bufs, q_empty, dq_bufs[3], STAGES, not (LAG and FIRST))
     return dk, dv
 
 
@@ -228,12 +264,13 @@ def _store_dkdv(dk, dv, dk_ptr, dv_ptr, row0):
 
 
 @gluon.jit
-def _consumer(args, C: gl.constexpr):
+def _consumer(args, C: gl.constexpr, LAG: gl.constexpr, PP: gl.constexpr):
     """Consumer C's part: dK and dV for the 64 keys ``key0 ..`` of this program's block, and its share of every
     dQ_i (with DQ_ALT, all of dQ_i for the query blocks i with i % 2 == C). Steps go in pairs, one per dS^T
     buffer (the number of query blocks is even: S and the causal start are multiples of 128)."""
     (k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, ds0_mine, ds1_mine, dq_smem, kv_ready, q_ready,
-     q_empty, ds_ready, ds_free, dq_desc, dk_ptr, dv_ptr, key0, dq_col, S, BH, GROUP, qk_scale, sm_scale, CAUSAL) = args
+     q_empty, ds_ready, ds_free, turn, dq_desc, dk_ptr, dv_ptr, key0, dq_col, S, BH, GROUP, qk_scale, sm_scale,
+     CAUSAL) = args
     KB: gl.constexpr = k_c.shape[0]  # this warpgroup's keys
     D: gl.constexpr = k_c.shape[1]
     BN: gl.constexpr = ds0.shape[0]
@@ -250,16 +287,33 @@ def _consumer(args, C: gl.constexpr):
     mbarrier.wait(kv_ready, 0)
     # the first pair of query blocks outside the loop: causal, they cross the diagonal (start = n0, BN = 2 BM) and
     # only they are masked; either way ptxas then spills less in the loop (sm_90, Triton 3.6, D128: 216 -> 120
-    # bytes, causal 344 -> 128)
-    dk, dv = _step(0, dk, dv, bufs, ds0, ds0_mine, q_ready, q_empty, ds_ready.index(0), ds_free.index(0), dq_desc,
-                   n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES, EVEN)
-    dk, dv = _step(1, dk, dv, bufs, ds1, ds1_mine, q_ready, q_empty, ds_ready.index(1), ds_free.index(1),
-                   dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, CAUSAL, STAGES, ODD)
+    # bytes, causal 344 -> 128). With LAG, step i computes dQ_{i-1}: the even steps that of an odd block
+    buf0 = (ds0, ds0_mine, ds_ready.index(0), ds_free.index(0))
+    buf1 = (ds1, ds1_mine, ds_ready.index(1), ds_free.index(1))
+    DQ0: gl.constexpr = ODD if LAG else EVEN
+    DQ1: gl.constexpr = EVEN if LAG else ODD
+    if PP and C == 1:  # the turn starts with consumer 0: 0 scores, 1 (nothing), 0 grads, 1 scores, 0 scores, 1 grads..
+        mbarrier.wait(turn[0], 0)
+        mbarrier.arrive(turn[1], count=1)
+    dk, dv = _step(0, dk, dv, bufs, buf0, buf1, q_ready, q_empty, turn, dq_desc, n0, bh, start, key0, dq_col, S, qk_scale,
+                   sm_scale, CAUSAL, STAGES, DQ0, LAG, LAG, True, PP)
+    dk, dv = _step(1, dk, dv, bufs, buf1, buf0, q_ready, q_empty, turn, dq_desc, n0, bh, start, key0, dq_col, S, qk_scale,
+                   sm_scale, CAUSAL, STAGES, DQ1, LAG, LAG, False, PP)
     for i in range(2, n_steps, 2):  # unmasked: the mask's index vectors take no registers here
-        dk, dv = _step(i, dk, dv, bufs, ds0, ds0_mine, q_ready, q_empty, ds_ready.index(0), ds_free.index(0), dq_desc,
-                       n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, False, STAGES, EVEN)
-        dk, dv = _step(i + 1, dk, dv, bufs, ds1, ds1_mine, q_ready, q_empty, ds_ready.index(1), ds_free.index(1),
-                       dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale, False, STAGES, ODD)
+        dk, dv = _step(i, dk, dv, bufs, buf0, buf1, q_ready, q_empty, turn, dq_desc, n0, bh, start, key0, dq_col, S,
+                       qk_scale, sm_scale, False, STAGES, DQ0, LAG, LAG, False, PP)
+        dk, dv = _step(i + 1, dk, dv, bufs, buf1, buf0, q_ready, q_empty, turn, dq_desc, n0, bh, start, key0, dq_col, S,
+                       qk_scale, sm_scale, False, STAGES, DQ1, LAG, LAG, False, PP)
+    if PP and C == 0:  # .. 0 grads, 1 scores, 0 (nothing), 1 grads
+        mbarrier.wait(turn[0], 1)
+        mbarrier.arrive(turn[1], count=1)
+    if LAG and ODD:  # the last block's dQ (odd: the number of blocks is even)
+        DQ_N: gl.constexpr = dq_smem.shape[1]
+        dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                            instr_shape=[16, DQ_N, 16])
+        mbarrier.wait(ds_ready.index(1), ((n_steps - 1) // 2) & 1)
+        dq = warpgroup_mma(ds1.permute((1, 0)), k_dq, gl.zeros([BM, DQ_N], gl.float32, dq_layout), use_acc=False)
+        _dq_store(n_steps - 1, dq, bufs, dq_desc, bh, start, dq_col, S)
     _store_dkdv(dk, dv, dk_ptr, dv_ptr, bh * S + n0 + key0)
     return (n_steps,)  # a tuple: Triton 3.6 flattens the default partition's results as a sequence
 
@@ -268,18 +322,39 @@ def _consumer(args, C: gl.constexpr):
 # function around the same body
 @gluon.jit
 def _consumer0(args):
-    return _consumer(args, 0)
+    return _consumer(args, 0, False, False)
 
 
 @gluon.jit
 def _consumer1(args):
-    _consumer(args, 1)
+    _consumer(args, 1, False, False)
+
+
+@gluon.jit
+def _consumer0_lag(args):
+    return _consumer(args, 0, True, False)
+
+
+@gluon.jit
+def _consumer1_lag(args):
+    _consumer(args, 1, True, False)
+
+
+@gluon.jit
+def _consumer0_pp(args):
+    return _consumer(args, 0, True, True)
+
+
+@gluon.jit
+def _consumer1_pp(args):
+    _consumer(args, 1, True, True)
 
 
 @gluon.jit
 def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dk_ptr, dv_ptr, S, BH, GROUP,
                          qk_scale, sm_scale, BM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_ALT: gl.constexpr):
+                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_ALT: gl.constexpr,
+                         DQ_LAG: gl.constexpr, PINGPONG: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     BN: gl.constexpr = k_desc.block_type.shape[0]
     KB: gl.constexpr = BN // 2
@@ -299,6 +374,7 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
     q_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_ready.index(0), count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(q_ready.index(s), count=1)
@@ -306,6 +382,7 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
     for b in gl.static_range(2):
         mbarrier.init(ds_ready.index(b), count=2)
         mbarrier.init(ds_free.index(b), count=2)
+        mbarrier.init(turn.index(b), count=1)
     fence_async_shared()
     if DQ_SPLIT:  # consumer c: dQ_i's columns c * D/2 .., a contraction over all 128 keys
         k_dq0 = k_smem.slice(0, DQ_N, dim=1)
@@ -318,15 +395,22 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
         k_dq1 = k_smem.slice(KB, KB)
     first = (k_smem.slice(0, KB), v_smem.slice(0, KB), k_dq0, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1,
              ds0.slice(0, KB), ds1.slice(0, KB), dq_bufs.index(0), kv_ready.index(0), q_ready, q_empty, ds_ready,
-             ds_free, dq_desc, dk_ptr, dv_ptr, 0, 0, S, BH, GROUP, qk_scale, sm_scale, CAUSAL)
+             ds_free, (turn.index(0), turn.index(1)), dq_desc, dk_ptr, dv_ptr, 0, 0, S, BH, GROUP, qk_scale, sm_scale, CAUSAL)
     second = (k_smem.slice(KB, KB), v_smem.slice(KB, KB), k_dq1, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1,
               ds0.slice(KB, KB), ds1.slice(KB, KB), dq_bufs.index(1), kv_ready.index(0), q_ready, q_empty, ds_ready,
-              ds_free, dq_desc, dk_ptr, dv_ptr, KB, DQ_N if DQ_SPLIT else 0, S, BH, GROUP, qk_scale, sm_scale,
+              ds_free, (turn.index(1), turn.index(0)), dq_desc, dk_ptr, dv_ptr, KB, DQ_N if DQ_SPLIT else 0, S, BH, GROUP, qk_scale, sm_scale,
               CAUSAL)
     loads = (q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_smem, q_bufs, do_bufs, lse_bufs,
              delta_bufs, kv_ready.index(0), q_ready, q_empty, S, BH, GROUP, CAUSAL)
-    gl.warp_specialize([(_consumer0, (first,)), (_consumer1, (second,)), (_loader, loads)],
-                       [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+    if PINGPONG:
+        gl.warp_specialize([(_consumer0_pp, (first,)), (_consumer1_pp, (second,)), (_loader, loads)],
+                           [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+    elif DQ_LAG:
+        gl.warp_specialize([(_consumer0_lag, (first,)), (_consumer1_lag, (second,)), (_loader, loads)],
+                           [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+    else:
+        gl.warp_specialize([(_consumer0, (first,)), (_consumer1, (second,)), (_loader, loads)],
+                           [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
 # per head dim: query rows per step, Q/dO ring depth, how dQ is split between the two consumers, causal heads per
 # group (_program); measured on the H200 at B4 H32 S4096 (results/h200/issue18/gbwd_run*.json, gbwd7.json,
@@ -334,8 +418,8 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
 # without), DQ_ALT with 3 stages at D64 (0.99x against 0.94x, causal 1.035x against 0.98-0.99x; 2 stages 0.96-0.97x
 # / 1.01-1.02x). Issuing the next block's scores before waiting for this block's gradients (commit e11d416,
 # AHEAD) was slower everywhere, 0.45-0.79x, and was removed.
-CONFIGS = {64: {"BM": 64, "STAGES": 3, "DQ_SPLIT": False, "DQ_ALT": True, "GROUP": 4},
-           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "DQ_ALT": False, "GROUP": 4}}
+CONFIGS = {64: {"BM": 64, "STAGES": 3, "DQ_SPLIT": False, "DQ_ALT": True, "GROUP": 4, "DQ_LAG": False, "PINGPONG": False},
+           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "DQ_ALT": False, "GROUP": 4, "DQ_LAG": False, "PINGPONG": False}}
 BN = 128  # keys per program: two consumers of 64
 
 
@@ -359,6 +443,8 @@ def supports(q: torch.Tensor, causal: bool = False, config: dict | None = None) 
         return False
     cfg = _config(D, config)  # DQ_SPLIT: K's D/2 columns must be one 128-byte swizzle slab
     return (S % BN == 0 and S % cfg["BM"] == 0 and not (cfg["DQ_SPLIT"] and (D != 128 or cfg["DQ_ALT"]))
+            and not (cfg["DQ_LAG"] and not (cfg["DQ_SPLIT"] or cfg["DQ_ALT"]))  # LAG: dQ reads the other dS buffer
+            and not (cfg["PINGPONG"] and not cfg["DQ_LAG"])  # without LAG consumer 0's dQ_i would wait for 1's dS_i
             and BN == 2 * cfg["BM"]  # the consumers take query blocks in pairs; causal: the first pair holds the diagonal
             and smem_bytes(D, cfg) <= H100_SMEM_LIMIT)
 
@@ -395,7 +481,8 @@ def attention_bwd(do, q, k, v, lse, delta, sm_scale: float, causal: bool = False
     descs = _descriptors(q2, k2, v2, do2, lse.contiguous(), delta.contiguous(), dq_acc, bm, dq_n)
     attention_bwd_kernel[(S // BN * B * H,)](*descs, dk, dv, S, B * H, cfg["GROUP"], sm_scale * LOG2E, sm_scale,
                                              BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
-                                             DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"], num_warps=4)
+                                             DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"],
+                                             DQ_LAG=cfg["DQ_LAG"], PINGPONG=cfg["PINGPONG"], num_warps=4)
     return tuple(t.view(B, H, S, D) for t in (dq_acc.to(q.dtype), dk, dv))
 
 
@@ -411,4 +498,5 @@ def compile_sm90(S: int = 4096, D: int = 128, causal: bool = False, config: dict
                                                                     descriptor_type([bm, dq_n], torch.float32)]
     return compile_for_sm90(attention_bwd_kernel, *descs, "*fp16", "*fp16", S, 128, cfg["GROUP"], 0.1, 0.1,
                             num_warps=4, num_stages=1, BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
-                            DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"])
+                            DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"], DQ_LAG=cfg["DQ_LAG"],
+                            PINGPONG=cfg["PINGPONG"])
