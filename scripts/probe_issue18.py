@@ -555,20 +555,22 @@ def gbwd8() -> list:
 # Session 15: the order of a step's last multiplies. gbwd9 (its run) timed DQ_FIRST: dV, dQ, dK, and dQ_i stored and
 # sent while dK runs (before: dV, dK, dQ, all waited, then dQ_i out; Triton 3.6 ptxas: the same spills), and DQ_LAG
 # (with that order): step i multiplies dS_{i-1} for dQ, so the wait for the other consumer's dS half is a step old
-# (D128 spills 176 / 192 bytes against 120 / 128). DQ_FIRST alone, dominated by DQ_LAG, was removed after it.
-# PINGPONG (gbwd10): the consumers take turns issuing their multiplies (0 scores, 1 grads, 0 grads, 1 scores), so
-# one's softmax runs beside the other's multiplies. Compiled, not run: block i+1's scores issued before dQ_i is
-# stored (384 / 392 bytes of spills).
-GBWD10 = (("default", None), ("DQ_LAG", {"DQ_LAG": True}), ("DQ_LAG+PINGPONG", {"DQ_LAG": True, "PINGPONG": True}))
+# (D128 spills 176 / 192 bytes against 120 / 128). gbwd10's run also timed PINGPONG (with DQ_LAG): the consumers took
+# turns issuing their multiplies (0 scores, 1 grads, 0 grads, 1 scores), so that one's softmax would run beside the
+# other's multiplies; 0.80-0.97x, the slowest. Both were removed after their runs (commit 4e61fe0 has PINGPONG;
+# DQ_FIRST alone is DQ_LAG's issue order without the lag); DQ_LAG is the default since. Compiled, not run: block i+1's
+# scores issued before dQ_i is stored (384 / 392 bytes of spills). The runs labelled DQ_LAG off "default" (the default
+# then).
+GBWD10 = (("default", {"DQ_LAG": False}), ("DQ_LAG", {"DQ_LAG": True}))
 
 
 def gbwd10check() -> list:
-    """DQ_LAG with and without PINGPONG at both head dims against fp32 SDPA's gradients."""
+    """DQ_LAG at both head dims against fp32 SDPA's gradients."""
     return _gluon_bwd_check([*_gbwd_cases(), *_gbwd7_cases()], lambda D: list(GBWD10[1:]))
 
 
 def gbwd10() -> list:
-    """Each against the default (each twice), beside SDPA; GPU time, 5 rounds, B4 H32 S4096 fp16."""
+    """DQ_LAG against the step without it (each twice), beside SDPA; GPU time, 5 rounds, B4 H32 S4096 fp16."""
     rows: list = []
     for D, causal, timed in _bwd_problems():
         for label, cfg in (*GBWD10, *GBWD10):

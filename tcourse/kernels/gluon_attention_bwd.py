@@ -19,16 +19,25 @@ Without either, each consumer adds its own keys' share of all D columns: no wait
 twice the reduce traffic (at D = 64, B4 H32 S4096: 0.94x SDPA's backward, against 0.99x with DQ_ALT and 3
 stages; causal 0.98-0.99x against 1.035x). The fp32 buffer is cast to the input dtype afterwards.
 
+When dQ reads all 128 keys, ``DQ_LAG`` moves it a step late: step i multiplies dS_{i-1} (the other of the two
+dS^T buffers) for dQ_{i-1}, so the wait for the other consumer's half is a step old and the consumers need not
+run in phase; the step issues dV_i, dQ_{i-1}, dK_i, and dQ_{i-1} is stored and sent while dK_i runs. On the
+H200 (B4 H32 S4096, GPU time, SDPA's backward / ours) it took D128 from 0.93-0.94x to 0.97-0.995x, causal
+0.96x to 1.004-1.007x, D64 0.97x to 0.99-1.00x, causal 1.04x to 1.05-1.07x, with more spills at D128
+(Triton 3.6: 176 / 192 bytes against 120 / 128). The same order without the lag was slower than the lag
+everywhere; making the consumers take turns at issuing their multiplies (a ping-pong) was 0.80-0.97x.
+
 Registers decide its speed at D = 128: two fp32 accumulators (dK, dV) of 64 x 128 per consumer leave ptxas
 too few of the 240 it may use, and what it spills is loaded and stored again for every query block. Taking
 the first two query blocks out of the loop (for causal problems the only ones that cross the diagonal, so
 the loop needs no mask) cut the spills of Triton 3.6's ptxas from 216 to 120 bytes (causal: 344 to 128) and
 took the kernel from 0.86x to 0.94x SDPA's backward (causal 0.73x to 0.92-0.95x) on the H200; Triton 3.9's
 ptxas spills more with either form (184/256 bytes before, 280/288 after, 280/296 with the causal group order of
-``_program``; not timed on a GPU).
+``_program``, 256/280 with ``DQ_LAG``; not timed on a GPU).
 
 Limits: fp16/bf16, (B, H, S, D) contiguous, S a multiple of BN = 128 = 2 * BM, D 64 or 128; with
-``DQ_SPLIT`` D/2 columns of K must be one shared-memory swizzle slab (D = 128; not with ``DQ_ALT``). No interpreter:
+``DQ_SPLIT`` D/2 columns of K must be one shared-memory swizzle slab (D = 128; not with ``DQ_ALT``); ``DQ_LAG`` with
+``DQ_SPLIT`` or ``DQ_ALT``. No interpreter:
 :func:`compile_sm90` compiles it offline.
 """
 from __future__ import annotations
@@ -107,9 +116,8 @@ def _loader(q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_sme
 
 
 @gluon.jit
-def _scores(i, bufs, q_ready, turn, STAGES: gl.constexpr, PP: gl.constexpr):
-    """Wait for Q_i and dO_i, then issue ``S^T = K Q_i^T`` and ``dP^T = V dO_i^T`` (asynchronous). ``PP``: only when
-    it is this consumer's turn (``turn``: its barrier and the other's), which passes to the other after."""
+def _scores(i, bufs, q_ready, STAGES: gl.constexpr):
+    """Wait for Q_i and dO_i, then issue ``S^T = K Q_i^T`` and ``dP^T = V dO_i^T`` (asynchronous)."""
     k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
     KB: gl.constexpr = k_c.shape[0]
     BM: gl.constexpr = q_bufs.shape[1]
@@ -117,22 +125,18 @@ def _scores(i, bufs, q_ready, turn, STAGES: gl.constexpr, PP: gl.constexpr):
     s = i % STAGES
     mbarrier.wait(q_ready.index(s), (i // STAGES) & 1)
     st_zero = gl.zeros([KB, BM], gl.float32, st_layout)
-    if PP:
-        mbarrier.wait(turn[0], 1)
     st_tok = warpgroup_mma(k_c, q_bufs.index(s).permute((1, 0)), st_zero, use_acc=False, is_async=True)
     dpt_tok = warpgroup_mma(v_c, do_bufs.index(s).permute((1, 0)), st_zero, use_acc=False, is_async=True)
-    if PP:
-        mbarrier.arrive(turn[1], count=1)
     return st_tok, dpt_tok
 
 
 @gluon.jit
 def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free, dq_src, dq_ready, dq_phase, n0, start, key0,
-           qk_scale, sm_scale, turn, MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr,
-           DQ_FIRST: gl.constexpr, PP: gl.constexpr):
-    """From query block i's scores to its gradient multiplies, issued asynchronously: dV, dK and, with ``DO_DQ``,
-    a dQ (without it the returned dQ token is dK's); ``DQ_FIRST``: dV, dQ, dK in that order. ``ds_mine``: this
-    consumer's 64 keys of dS^T buffer i % 2, announced on ``ds_ready`` once written. The dQ multiply reads
+           qk_scale, sm_scale, MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr,
+           DQ_FIRST: gl.constexpr):
+    """From query block i's scores to its gradient multiplies, issued asynchronously: dV, dK and, with ``DO_DQ``, a dQ
+    (without it the returned dQ token is dK's); ``DQ_FIRST`` (with DQ_LAG): dV, dQ, dK in that order. ``ds_mine``:
+    this consumer's 64 keys of dS^T buffer i % 2, announced on ``ds_ready`` once written. The dQ multiply reads
     ``dq_src`` (all 128 keys of a dS^T buffer, block i's or, with ``DQ_LAG``, block i - 1's) after ``dq_ready``
     passes ``dq_phase``. ``MASK``: the block crosses the diagonal (causal)."""
     k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
@@ -171,8 +175,6 @@ def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free, dq_src,
         mbarrier.wait(ds_free, ((i // 2) & 1) ^ 1)
     ds_mine.store(dst)
     fence_async_shared()
-    if PP:
-        mbarrier.wait(turn[0], 0)
     dv_tok = warpgroup_mma(pt_op, do_s, dv, is_async=True)
     if not DQ_FIRST:
         dk_tok = warpgroup_mma(ds_op, q_s, dk, is_async=True)
@@ -187,8 +189,6 @@ def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free, dq_src,
             dq_tok = warpgroup_mma(ds_mine.permute((1, 0)), k_dq, dq_zero, use_acc=False, is_async=True)
     if DQ_FIRST:
         dk_tok = warpgroup_mma(ds_op, q_s, dk, is_async=True)
-    if PP:
-        mbarrier.arrive(turn[1], count=1)
     if not DO_DQ:
         dq_tok = dk_tok
     return dv_tok, dk_tok, dq_tok, pt_op, ds_op
@@ -223,21 +223,20 @@ def _dq_store(i, dq, bufs, dq_desc, bh, start, dq_col, S):
 
 
 @gluon.jit
-def _step(i, dk, dv, bufs, cur, prev, q_ready, q_empty, turn, dq_desc, n0, bh, start, key0, dq_col, S, qk_scale,
-          sm_scale, MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr, DQ_FIRST: gl.constexpr,
-          LAG: gl.constexpr, FIRST: gl.constexpr, PP: gl.constexpr):
+def _step(i, dk, dv, bufs, cur, prev, q_ready, q_empty, dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale,
+          MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr, LAG: gl.constexpr, FIRST: gl.constexpr):
     """Query block i, one stage after the other: its scores, its gradient multiplies and the dQ of block j = i - LAG
     (``DO_DQ``; with ``LAG`` and ``FIRST`` there is no block j). ``cur`` / ``prev``: (all keys, this consumer's
     keys, ready, free) of dS^T buffer i % 2 and of the other one."""
-    ds_all, ds_mine, ds_ready, ds_free = cur
+    _, ds_mine, ds_ready, ds_free = cur
     j = i - LAG
     dq_bufs = prev if LAG else cur  # the dS^T buffer dQ_j reads
     DQ: gl.constexpr = DO_DQ and not (LAG and FIRST)
-    st_tok, dpt_tok = _scores(i, bufs, q_ready, turn, STAGES, PP)
+    st_tok, dpt_tok = _scores(i, bufs, q_ready, STAGES)
     dv_tok, dk_tok, dq_tok, pt_op, ds_op = _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free,
                                                   dq_bufs[0], dq_bufs[2], (j // 2) & 1, n0, start, key0, qk_scale,
-                                                  sm_scale, turn, MASK, STAGES, DQ, DQ_FIRST, PP)
-    if DQ and DQ_FIRST:  # dQ_j goes out while dK's multiply runs
+                                                  sm_scale, MASK, STAGES, DQ, LAG)
+    if DQ and LAG:  # dQ_j goes out while dK's multiply runs
         dv, dq, pt_op = warpgroup_mma_wait(1, deps=[dv_tok, dq_tok, pt_op])
         _dq_store(j, dq, bufs, dq_desc, bh, start, dq_col, S)
         dk, ds_op = warpgroup_mma_wait(0, deps=[dk_tok, ds_op])
@@ -264,13 +263,12 @@ def _store_dkdv(dk, dv, dk_ptr, dv_ptr, row0):
 
 
 @gluon.jit
-def _consumer(args, C: gl.constexpr, LAG: gl.constexpr, PP: gl.constexpr):
+def _consumer(args, C: gl.constexpr, LAG: gl.constexpr):
     """Consumer C's part: dK and dV for the 64 keys ``key0 ..`` of this program's block, and its share of every
     dQ_i (with DQ_ALT, all of dQ_i for the query blocks i with i % 2 == C). Steps go in pairs, one per dS^T
     buffer (the number of query blocks is even: S and the causal start are multiples of 128)."""
     (k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, ds0_mine, ds1_mine, dq_smem, kv_ready, q_ready,
-     q_empty, ds_ready, ds_free, turn, dq_desc, dk_ptr, dv_ptr, key0, dq_col, S, BH, GROUP, qk_scale, sm_scale,
-     CAUSAL) = args
+     q_empty, ds_ready, ds_free, dq_desc, dk_ptr, dv_ptr, key0, dq_col, S, BH, GROUP, qk_scale, sm_scale, CAUSAL) = args
     KB: gl.constexpr = k_c.shape[0]  # this warpgroup's keys
     D: gl.constexpr = k_c.shape[1]
     BN: gl.constexpr = ds0.shape[0]
@@ -292,21 +290,15 @@ def _consumer(args, C: gl.constexpr, LAG: gl.constexpr, PP: gl.constexpr):
     buf1 = (ds1, ds1_mine, ds_ready.index(1), ds_free.index(1))
     DQ0: gl.constexpr = ODD if LAG else EVEN
     DQ1: gl.constexpr = EVEN if LAG else ODD
-    if PP and C == 1:  # the turn starts with consumer 0: 0 scores, 1 (nothing), 0 grads, 1 scores, 0 scores, 1 grads..
-        mbarrier.wait(turn[0], 0)
-        mbarrier.arrive(turn[1], count=1)
-    dk, dv = _step(0, dk, dv, bufs, buf0, buf1, q_ready, q_empty, turn, dq_desc, n0, bh, start, key0, dq_col, S, qk_scale,
-                   sm_scale, CAUSAL, STAGES, DQ0, LAG, LAG, True, PP)
-    dk, dv = _step(1, dk, dv, bufs, buf1, buf0, q_ready, q_empty, turn, dq_desc, n0, bh, start, key0, dq_col, S, qk_scale,
-                   sm_scale, CAUSAL, STAGES, DQ1, LAG, LAG, False, PP)
+    dk, dv = _step(0, dk, dv, bufs, buf0, buf1, q_ready, q_empty, dq_desc, n0, bh, start, key0, dq_col, S, qk_scale,
+                   sm_scale, CAUSAL, STAGES, DQ0, LAG, True)
+    dk, dv = _step(1, dk, dv, bufs, buf1, buf0, q_ready, q_empty, dq_desc, n0, bh, start, key0, dq_col, S, qk_scale,
+                   sm_scale, CAUSAL, STAGES, DQ1, LAG, False)
     for i in range(2, n_steps, 2):  # unmasked: the mask's index vectors take no registers here
-        dk, dv = _step(i, dk, dv, bufs, buf0, buf1, q_ready, q_empty, turn, dq_desc, n0, bh, start, key0, dq_col, S,
-                       qk_scale, sm_scale, False, STAGES, DQ0, LAG, LAG, False, PP)
-        dk, dv = _step(i + 1, dk, dv, bufs, buf1, buf0, q_ready, q_empty, turn, dq_desc, n0, bh, start, key0, dq_col, S,
-                       qk_scale, sm_scale, False, STAGES, DQ1, LAG, LAG, False, PP)
-    if PP and C == 0:  # .. 0 grads, 1 scores, 0 (nothing), 1 grads
-        mbarrier.wait(turn[0], 1)
-        mbarrier.arrive(turn[1], count=1)
+        dk, dv = _step(i, dk, dv, bufs, buf0, buf1, q_ready, q_empty, dq_desc, n0, bh, start, key0, dq_col, S,
+                       qk_scale, sm_scale, False, STAGES, DQ0, LAG, False)
+        dk, dv = _step(i + 1, dk, dv, bufs, buf1, buf0, q_ready, q_empty, dq_desc, n0, bh, start, key0, dq_col, S,
+                       qk_scale, sm_scale, False, STAGES, DQ1, LAG, False)
     if LAG and ODD:  # the last block's dQ (odd: the number of blocks is even)
         DQ_N: gl.constexpr = dq_smem.shape[1]
         dq_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -322,39 +314,29 @@ def _consumer(args, C: gl.constexpr, LAG: gl.constexpr, PP: gl.constexpr):
 # function around the same body
 @gluon.jit
 def _consumer0(args):
-    return _consumer(args, 0, False, False)
+    return _consumer(args, 0, False)
 
 
 @gluon.jit
 def _consumer1(args):
-    _consumer(args, 1, False, False)
+    _consumer(args, 1, False)
 
 
 @gluon.jit
 def _consumer0_lag(args):
-    return _consumer(args, 0, True, False)
+    return _consumer(args, 0, True)
 
 
 @gluon.jit
 def _consumer1_lag(args):
-    _consumer(args, 1, True, False)
-
-
-@gluon.jit
-def _consumer0_pp(args):
-    return _consumer(args, 0, True, True)
-
-
-@gluon.jit
-def _consumer1_pp(args):
-    _consumer(args, 1, True, True)
+    _consumer(args, 1, True)
 
 
 @gluon.jit
 def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dk_ptr, dv_ptr, S, BH, GROUP,
                          qk_scale, sm_scale, BM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
                          CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_ALT: gl.constexpr,
-                         DQ_LAG: gl.constexpr, PINGPONG: gl.constexpr):
+                         DQ_LAG: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     BN: gl.constexpr = k_desc.block_type.shape[0]
     KB: gl.constexpr = BN // 2
@@ -374,7 +356,6 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
     q_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_ready.index(0), count=1)
     for s in gl.static_range(STAGES):
         mbarrier.init(q_ready.index(s), count=1)
@@ -382,7 +363,6 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
     for b in gl.static_range(2):
         mbarrier.init(ds_ready.index(b), count=2)
         mbarrier.init(ds_free.index(b), count=2)
-        mbarrier.init(turn.index(b), count=1)
     fence_async_shared()
     if DQ_SPLIT:  # consumer c: dQ_i's columns c * D/2 .., a contraction over all 128 keys
         k_dq0 = k_smem.slice(0, DQ_N, dim=1)
@@ -395,17 +375,14 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
         k_dq1 = k_smem.slice(KB, KB)
     first = (k_smem.slice(0, KB), v_smem.slice(0, KB), k_dq0, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1,
              ds0.slice(0, KB), ds1.slice(0, KB), dq_bufs.index(0), kv_ready.index(0), q_ready, q_empty, ds_ready,
-             ds_free, (turn.index(0), turn.index(1)), dq_desc, dk_ptr, dv_ptr, 0, 0, S, BH, GROUP, qk_scale, sm_scale, CAUSAL)
+             ds_free, dq_desc, dk_ptr, dv_ptr, 0, 0, S, BH, GROUP, qk_scale, sm_scale, CAUSAL)
     second = (k_smem.slice(KB, KB), v_smem.slice(KB, KB), k_dq1, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1,
               ds0.slice(KB, KB), ds1.slice(KB, KB), dq_bufs.index(1), kv_ready.index(0), q_ready, q_empty, ds_ready,
-              ds_free, (turn.index(1), turn.index(0)), dq_desc, dk_ptr, dv_ptr, KB, DQ_N if DQ_SPLIT else 0, S, BH, GROUP, qk_scale, sm_scale,
+              ds_free, dq_desc, dk_ptr, dv_ptr, KB, DQ_N if DQ_SPLIT else 0, S, BH, GROUP, qk_scale, sm_scale,
               CAUSAL)
     loads = (q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_smem, q_bufs, do_bufs, lse_bufs,
              delta_bufs, kv_ready.index(0), q_ready, q_empty, S, BH, GROUP, CAUSAL)
-    if PINGPONG:
-        gl.warp_specialize([(_consumer0_pp, (first,)), (_consumer1_pp, (second,)), (_loader, loads)],
-                           [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
-    elif DQ_LAG:
+    if DQ_LAG:
         gl.warp_specialize([(_consumer0_lag, (first,)), (_consumer1_lag, (second,)), (_loader, loads)],
                            [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
     else:
@@ -413,13 +390,13 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
                            [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
 # per head dim: query rows per step, Q/dO ring depth, how dQ is split between the two consumers, causal heads per
-# group (_program); measured on the H200 at B4 H32 S4096 (results/h200/issue18/gbwd_run*.json, gbwd7.json,
-# gbwd8.json): 3 stages at D128 (0.85-0.86x SDPA against 0.80-0.81x with 2), DQ_SPLIT at D128 (0.58-0.64x
-# without), DQ_ALT with 3 stages at D64 (0.99x against 0.94x, causal 1.035x against 0.98-0.99x; 2 stages 0.96-0.97x
-# / 1.01-1.02x). Issuing the next block's scores before waiting for this block's gradients (commit e11d416,
-# AHEAD) was slower everywhere, 0.45-0.79x, and was removed.
-CONFIGS = {64: {"BM": 64, "STAGES": 3, "DQ_SPLIT": False, "DQ_ALT": True, "GROUP": 4, "DQ_LAG": False, "PINGPONG": False},
-           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "DQ_ALT": False, "GROUP": 4, "DQ_LAG": False, "PINGPONG": False}}
+# group (_program); measured on the H200 at B4 H32 S4096 (results/h200/issue18/gbwd_run*.json, gbwd7.json, gbwd8.json,
+# gbwd9.json, gbwd10.json): 3 stages at D128 (0.85-0.86x SDPA against 0.80-0.81x with 2), DQ_SPLIT at D128 (0.58-0.64x
+# without), DQ_ALT with 3 stages at D64 (0.99x against 0.94x, causal 1.035x against 0.98-0.99x; 2 stages 0.96-0.97x /
+# 1.01-1.02x), DQ_LAG at both (the module docstring). Issuing the next block's scores before waiting for this block's
+# gradients (commit e11d416, AHEAD) was slower everywhere, 0.45-0.79x, and was removed.
+CONFIGS = {64: {"BM": 64, "STAGES": 3, "DQ_SPLIT": False, "DQ_ALT": True, "GROUP": 4, "DQ_LAG": True},
+           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "DQ_ALT": False, "GROUP": 4, "DQ_LAG": True}}
 BN = 128  # keys per program: two consumers of 64
 
 
@@ -444,7 +421,6 @@ def supports(q: torch.Tensor, causal: bool = False, config: dict | None = None) 
     cfg = _config(D, config)  # DQ_SPLIT: K's D/2 columns must be one 128-byte swizzle slab
     return (S % BN == 0 and S % cfg["BM"] == 0 and not (cfg["DQ_SPLIT"] and (D != 128 or cfg["DQ_ALT"]))
             and not (cfg["DQ_LAG"] and not (cfg["DQ_SPLIT"] or cfg["DQ_ALT"]))  # LAG: dQ reads the other dS buffer
-            and not (cfg["PINGPONG"] and not cfg["DQ_LAG"])  # without LAG consumer 0's dQ_i would wait for 1's dS_i
             and BN == 2 * cfg["BM"]  # the consumers take query blocks in pairs; causal: the first pair holds the diagonal
             and smem_bytes(D, cfg) <= H100_SMEM_LIMIT)
 
@@ -482,7 +458,7 @@ def attention_bwd(do, q, k, v, lse, delta, sm_scale: float, causal: bool = False
     attention_bwd_kernel[(S // BN * B * H,)](*descs, dk, dv, S, B * H, cfg["GROUP"], sm_scale * LOG2E, sm_scale,
                                              BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
                                              DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"],
-                                             DQ_LAG=cfg["DQ_LAG"], PINGPONG=cfg["PINGPONG"], num_warps=4)
+                                             DQ_LAG=cfg["DQ_LAG"], num_warps=4)
     return tuple(t.view(B, H, S, D) for t in (dq_acc.to(q.dtype), dk, dv))
 
 
@@ -498,5 +474,4 @@ def compile_sm90(S: int = 4096, D: int = 128, causal: bool = False, config: dict
                                                                     descriptor_type([bm, dq_n], torch.float32)]
     return compile_for_sm90(attention_bwd_kernel, *descs, "*fp16", "*fp16", S, 128, cfg["GROUP"], 0.1, 0.1,
                             num_warps=4, num_stages=1, BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
-                            DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"], DQ_LAG=cfg["DQ_LAG"],
-                            PINGPONG=cfg["PINGPONG"])
+                            DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"], DQ_LAG=cfg["DQ_LAG"])
