@@ -116,10 +116,6 @@ for step in "${steps[@]}"; do
     gbwd8)  # D=64: dQ by one consumer in turn (DQ_ALT): checked, time-limited, then timed
       run probe_gbwd8check timeout 200 python3 scripts/probe_issue18.py gbwd8check
       grep -q "'ok': False" results/h200/logs/probe_gbwd8check.log || run probe_gbwd8 timeout 200 python3 scripts/probe_issue18.py gbwd8 ;;
-    gbwd10)  # dQ a step late (DQ_LAG) against the step without it: checked, time-limited, then timed
-      # (session 15's runs: gbwd9 also had DQ_FIRST, gbwd10 PINGPONG; both removed since)
-      run probe_gbwd10check timeout 200 python3 scripts/probe_issue18.py gbwd10check
-      grep -q "'ok': False" results/h200/logs/probe_gbwd10check.log || run probe_gbwd10 timeout 400 python3 scripts/probe_issue18.py gbwd10 ;;
     bench-bwd) run bench_suite_bwd timeout 120 python3 -m bench --only attention_bwd --rounds 5 --no-host ;;  # after a backward-only change
     mm1024) run probe_mm1024 timeout 200 python3 scripts/probe_issue18.py mm1024 ;;
     gmmhost)  # the Gluon matmul's host path at 1024^3, piece by piece, and the public matmul on it; then its GPU tests

@@ -552,30 +552,17 @@ def gbwd8() -> list:
     return rows
 
 
-# Session 15: the order of a step's last multiplies. gbwd9 (its run) timed DQ_FIRST: dV, dQ, dK, and dQ_i stored and
-# sent while dK runs (before: dV, dK, dQ, all waited, then dQ_i out; Triton 3.6 ptxas: the same spills), and DQ_LAG
-# (with that order): step i multiplies dS_{i-1} for dQ, so the wait for the other consumer's dS half is a step old
-# (D128 spills 176 / 192 bytes against 120 / 128). gbwd10's run also timed PINGPONG (with DQ_LAG): the consumers took
+# Session 15: the order of a step's last multiplies (parts gbwd9 and gbwd10, each a check on the gbwd and gbwd7 cases,
+# then the variants twice beside SDPA, GPU time, 5 rounds). gbwd9 timed DQ_FIRST: dV, dQ, dK, and dQ_i stored and sent
+# while dK runs (before: dV, dK, dQ, all waited, then dQ_i out; Triton 3.6 ptxas: the same spills), and DQ_LAG (with
+# that order): step i multiplies dS_{i-1} for dQ, so the wait for the other consumer's dS half is a step old (D128
+# spills 176 / 192 bytes against 120 / 128). gbwd10 timed DQ_LAG again and PINGPONG (with DQ_LAG): the consumers took
 # turns issuing their multiplies (0 scores, 1 grads, 0 grads, 1 scores), so that one's softmax would run beside the
-# other's multiplies; 0.80-0.97x, the slowest. Both were removed after their runs (commit 4e61fe0 has PINGPONG;
-# DQ_FIRST alone is DQ_LAG's issue order without the lag); DQ_LAG is the default since. Compiled, not run: block i+1's
-# scores issued before dQ_i is stored (384 / 392 bytes of spills). The runs labelled DQ_LAG off "default" (the default
-# then).
-GBWD10 = (("default", {"DQ_LAG": False}), ("DQ_LAG", {"DQ_LAG": True}))
-
-
-def gbwd10check() -> list:
-    """DQ_LAG at both head dims against fp32 SDPA's gradients."""
-    return _gluon_bwd_check([*_gbwd_cases(), *_gbwd7_cases()], lambda D: list(GBWD10[1:]))
-
-
-def gbwd10() -> list:
-    """DQ_LAG against the step without it (each twice), beside SDPA; GPU time, 5 rounds, B4 H32 S4096 fp16."""
-    rows: list = []
-    for D, causal, timed in _bwd_problems():
-        for label, cfg in (*GBWD10, *GBWD10):
-            timed(rows, label, 5, 30, gluon=True, gluon_config=cfg)
-    return rows
+# other's multiplies; 0.80-0.97x, the slowest. DQ_LAG was the fastest on every shape in both runs and is now how the
+# kernel always runs when dQ reads all keys; the flag, the step without it, DQ_FIRST alone and PINGPONG were removed,
+# and with them these two parts (commit 56986a9 has the flag and gbwd10, 4e61fe0 PINGPONG; the code gbwd9 ran, with
+# DQ_FIRST as a flag, was not committed). Compiled, not run: block i+1's scores issued before dQ_i is stored (384 /
+# 392 bytes of spills). Both runs label the step without the lag "default".
 
 
 def mm1024() -> list:
@@ -957,8 +944,7 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
          "gbwd6": gbwd6, "mm1024": mm1024, "gmmhost": gmmhost, "gattnhost": gattnhost, "gbwd7check": gbwd7check,
-         "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8,
-         "gbwd10check": gbwd10check, "gbwd10": gbwd10}
+         "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8}
 
 
 def main(argv: list[str]) -> int:

@@ -200,11 +200,11 @@ def test_attention_backward_gpu(D):
         ref = torch.autograd.grad(F.scaled_dot_product_attention(qd, kd, vd, is_causal=causal), (qd, kd, vd), do.double())
         o, lse = ab.attention_fwd(q, k, v, causal)
         # S=512: descriptors by default on Hopper (dQ by atomics: one TMA reduce-add per block), S=300 pointers;
-        # the one-kernel Gluon backward where Gluon and S allow it (dQ split by columns, in turns, or by keys; a
-        # step late by default, DQ_LAG, or in its own step); D=128: 3 stages unsplit do not fit; D=64: each
-        # consumer its keys' dQ (the default takes turns, DQ_ALT)
-        cfgs = [None, {"DQ_LAG": False}, {"DQ_SPLIT": False, "DQ_LAG": False, "STAGES": 2} if D == 128 else
-                {"DQ_ALT": False, "DQ_LAG": False, "STAGES": 2}]
+        # the one-kernel Gluon backward where Gluon and S allow it (dQ split by columns or in turns, both a step
+        # late, or by keys in its own step); D=128: 3 stages unsplit do not fit; D=64: each consumer its keys' dQ
+        # (the default takes turns, DQ_ALT)
+        cfgs = ([None, {"DQ_SPLIT": False, "STAGES": 2}, {"DQ_SPLIT": False, "DQ_ALT": True, "STAGES": 2}] if D == 128
+                else [None, {"DQ_ALT": False, "STAGES": 2}])
         gluon = [{"gluon": True, "gluon_config": cfg} for cfg in cfgs
                  if ab._gluon_bwd() is not None and ab.is_hopper(q) and S % 128 == 0]
         for kw in ({}, {"tma": False}, {"dq_atomic": True}, {"dq_atomic": True, "tma": False}, *gluon):

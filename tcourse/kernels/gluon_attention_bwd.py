@@ -19,13 +19,14 @@ Without either, each consumer adds its own keys' share of all D columns: no wait
 twice the reduce traffic (at D = 64, B4 H32 S4096: 0.94x SDPA's backward, against 0.99x with DQ_ALT and 3
 stages; causal 0.98-0.99x against 1.035x). The fp32 buffer is cast to the input dtype afterwards.
 
-When dQ reads all 128 keys, ``DQ_LAG`` moves it a step late: step i multiplies dS_{i-1} (the other of the two
+When dQ reads all 128 keys (either way), it runs a step late: step i multiplies dS_{i-1} (the other of the two
 dS^T buffers) for dQ_{i-1}, so the wait for the other consumer's half is a step old and the consumers need not
 run in phase; the step issues dV_i, dQ_{i-1}, dK_i, and dQ_{i-1} is stored and sent while dK_i runs. On the
-H200 (B4 H32 S4096, GPU time, SDPA's backward / ours) it took D128 from 0.93-0.94x to 0.97-0.995x, causal
-0.96x to 1.004-1.007x, D64 0.97x to 0.99-1.00x, causal 1.04x to 1.05-1.07x, with more spills at D128
-(Triton 3.6: 176 / 192 bytes against 120 / 128). The same order without the lag was slower than the lag
-everywhere; making the consumers take turns at issuing their multiplies (a ping-pong) was 0.80-0.97x.
+H200 (B4 H32 S4096, GPU time, SDPA's backward / ours) this took D128 from 0.93-0.94x to 0.97-0.995x, causal
+0.96-0.97x to 1.004-1.007x, D64 0.97-0.98x to 0.99-1.00x, causal 1.03-1.04x to 1.05-1.07x, with more spills at D128
+(Triton 3.6: 176 / 192 bytes against 120 / 128; results/h200/issue18/gbwd9.json, gbwd10.json). The same order
+without the lag was slower than the lag everywhere; making the consumers take turns at issuing their multiplies
+(a ping-pong) was 0.80-0.97x.
 
 Registers decide its speed at D = 128: two fp32 accumulators (dK, dV) of 64 x 128 per consumer leave ptxas
 too few of the 240 it may use, and what it spills is loaded and stored again for every query block. Taking
@@ -33,11 +34,10 @@ the first two query blocks out of the loop (for causal problems the only ones th
 the loop needs no mask) cut the spills of Triton 3.6's ptxas from 216 to 120 bytes (causal: 344 to 128) and
 took the kernel from 0.86x to 0.94x SDPA's backward (causal 0.73x to 0.92-0.95x) on the H200; Triton 3.9's
 ptxas spills more with either form (184/256 bytes before, 280/288 after, 280/296 with the causal group order of
-``_program``, 256/280 with ``DQ_LAG``; not timed on a GPU).
+``_program``, 256/280 with dQ a step late; not timed on a GPU).
 
 Limits: fp16/bf16, (B, H, S, D) contiguous, S a multiple of BN = 128 = 2 * BM, D 64 or 128; with
-``DQ_SPLIT`` D/2 columns of K must be one shared-memory swizzle slab (D = 128; not with ``DQ_ALT``); ``DQ_LAG`` with
-``DQ_SPLIT`` or ``DQ_ALT``. No interpreter:
+``DQ_SPLIT`` D/2 columns of K must be one shared-memory swizzle slab (D = 128; not with ``DQ_ALT``). No interpreter:
 :func:`compile_sm90` compiles it offline.
 """
 from __future__ import annotations
@@ -135,9 +135,9 @@ def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free, dq_src,
            qk_scale, sm_scale, MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr,
            DQ_FIRST: gl.constexpr):
     """From query block i's scores to its gradient multiplies, issued asynchronously: dV, dK and, with ``DO_DQ``, a dQ
-    (without it the returned dQ token is dK's); ``DQ_FIRST`` (with DQ_LAG): dV, dQ, dK in that order. ``ds_mine``:
+    (without it the returned dQ token is dK's); ``DQ_FIRST`` (dQ a step late): dV, dQ, dK in that order. ``ds_mine``:
     this consumer's 64 keys of dS^T buffer i % 2, announced on ``ds_ready`` once written. The dQ multiply reads
-    ``dq_src`` (all 128 keys of a dS^T buffer, block i's or, with ``DQ_LAG``, block i - 1's) after ``dq_ready``
+    ``dq_src`` (all 128 keys of a dS^T buffer, block i's or, a step late, block i - 1's) after ``dq_ready``
     passes ``dq_phase``. ``MASK``: the block crosses the diagonal (causal)."""
     k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, dq_smem = bufs
     KB: gl.constexpr = k_c.shape[0]
@@ -263,7 +263,7 @@ def _store_dkdv(dk, dv, dk_ptr, dv_ptr, row0):
 
 
 @gluon.jit
-def _consumer(args, C: gl.constexpr, LAG: gl.constexpr):
+def _consumer(args, C: gl.constexpr):
     """Consumer C's part: dK and dV for the 64 keys ``key0 ..`` of this program's block, and its share of every
     dQ_i (with DQ_ALT, all of dQ_i for the query blocks i with i % 2 == C). Steps go in pairs, one per dS^T
     buffer (the number of query blocks is even: S and the causal start are multiples of 128)."""
@@ -275,6 +275,7 @@ def _consumer(args, C: gl.constexpr, LAG: gl.constexpr):
     BM: gl.constexpr = q_bufs.shape[1]
     STAGES: gl.constexpr = q_bufs.shape[0]
     ALT: gl.constexpr = k_dq.shape[0] == BN and k_dq.shape[1] == D  # DQ_ALT: dQ of even / odd blocks by consumer 0 / 1
+    LAG: gl.constexpr = k_dq.shape[0] == BN  # dQ reads all 128 keys (DQ_SPLIT or DQ_ALT): a step late
     EVEN: gl.constexpr = not ALT or C == 0
     ODD: gl.constexpr = not ALT or C == 1
     kv_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, D, 16])
@@ -314,29 +315,18 @@ def _consumer(args, C: gl.constexpr, LAG: gl.constexpr):
 # function around the same body
 @gluon.jit
 def _consumer0(args):
-    return _consumer(args, 0, False)
+    return _consumer(args, 0)
 
 
 @gluon.jit
 def _consumer1(args):
-    _consumer(args, 1, False)
-
-
-@gluon.jit
-def _consumer0_lag(args):
-    return _consumer(args, 0, True)
-
-
-@gluon.jit
-def _consumer1_lag(args):
-    _consumer(args, 1, True)
+    _consumer(args, 1)
 
 
 @gluon.jit
 def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dk_ptr, dv_ptr, S, BH, GROUP,
                          qk_scale, sm_scale, BM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_ALT: gl.constexpr,
-                         DQ_LAG: gl.constexpr):
+                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_ALT: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     BN: gl.constexpr = k_desc.block_type.shape[0]
     KB: gl.constexpr = BN // 2
@@ -382,21 +372,17 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
               CAUSAL)
     loads = (q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_smem, q_bufs, do_bufs, lse_bufs,
              delta_bufs, kv_ready.index(0), q_ready, q_empty, S, BH, GROUP, CAUSAL)
-    if DQ_LAG:
-        gl.warp_specialize([(_consumer0_lag, (first,)), (_consumer1_lag, (second,)), (_loader, loads)],
-                           [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
-    else:
-        gl.warp_specialize([(_consumer0, (first,)), (_consumer1, (second,)), (_loader, loads)],
-                           [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+    gl.warp_specialize([(_consumer0, (first,)), (_consumer1, (second,)), (_loader, loads)],
+                       [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
 # per head dim: query rows per step, Q/dO ring depth, how dQ is split between the two consumers, causal heads per
 # group (_program); measured on the H200 at B4 H32 S4096 (results/h200/issue18/gbwd_run*.json, gbwd7.json, gbwd8.json,
 # gbwd9.json, gbwd10.json): 3 stages at D128 (0.85-0.86x SDPA against 0.80-0.81x with 2), DQ_SPLIT at D128 (0.58-0.64x
 # without), DQ_ALT with 3 stages at D64 (0.99x against 0.94x, causal 1.035x against 0.98-0.99x; 2 stages 0.96-0.97x /
-# 1.01-1.02x), DQ_LAG at both (the module docstring). Issuing the next block's scores before waiting for this block's
-# gradients (commit e11d416, AHEAD) was slower everywhere, 0.45-0.79x, and was removed.
-CONFIGS = {64: {"BM": 64, "STAGES": 3, "DQ_SPLIT": False, "DQ_ALT": True, "GROUP": 4, "DQ_LAG": True},
-           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "DQ_ALT": False, "GROUP": 4, "DQ_LAG": True}}
+# 1.01-1.02x), dQ a step late at both (the module docstring). Issuing the next block's scores before waiting for this
+# block's gradients (commit e11d416, AHEAD) was slower everywhere, 0.45-0.79x, and was removed.
+CONFIGS = {64: {"BM": 64, "STAGES": 3, "DQ_SPLIT": False, "DQ_ALT": True, "GROUP": 4},
+           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "DQ_ALT": False, "GROUP": 4}}
 BN = 128  # keys per program: two consumers of 64
 
 
@@ -420,7 +406,6 @@ def supports(q: torch.Tensor, causal: bool = False, config: dict | None = None) 
         return False
     cfg = _config(D, config)  # DQ_SPLIT: K's D/2 columns must be one 128-byte swizzle slab
     return (S % BN == 0 and S % cfg["BM"] == 0 and not (cfg["DQ_SPLIT"] and (D != 128 or cfg["DQ_ALT"]))
-            and not (cfg["DQ_LAG"] and not (cfg["DQ_SPLIT"] or cfg["DQ_ALT"]))  # LAG: dQ reads the other dS buffer
             and BN == 2 * cfg["BM"]  # the consumers take query blocks in pairs; causal: the first pair holds the diagonal
             and smem_bytes(D, cfg) <= H100_SMEM_LIMIT)
 
@@ -457,8 +442,7 @@ def attention_bwd(do, q, k, v, lse, delta, sm_scale: float, causal: bool = False
     descs = _descriptors(q2, k2, v2, do2, lse.contiguous(), delta.contiguous(), dq_acc, bm, dq_n)
     attention_bwd_kernel[(S // BN * B * H,)](*descs, dk, dv, S, B * H, cfg["GROUP"], sm_scale * LOG2E, sm_scale,
                                              BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
-                                             DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"],
-                                             DQ_LAG=cfg["DQ_LAG"], num_warps=4)
+                                             DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"], num_warps=4)
     return tuple(t.view(B, H, S, D) for t in (dq_acc.to(q.dtype), dk, dv))
 
 
@@ -474,4 +458,4 @@ def compile_sm90(S: int = 4096, D: int = 128, causal: bool = False, config: dict
                                                                     descriptor_type([bm, dq_n], torch.float32)]
     return compile_for_sm90(attention_bwd_kernel, *descs, "*fp16", "*fp16", S, 128, cfg["GROUP"], 0.1, 0.1,
                             num_warps=4, num_stages=1, BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
-                            DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"], DQ_LAG=cfg["DQ_LAG"])
+                            DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"])
