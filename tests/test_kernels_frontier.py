@@ -272,7 +272,6 @@ def test_gluon_attention_backward_compiles_for_sm90(causal):
     assert not G.supports(q, causal, {"DQ_ALT": True})
 
 
-
 def test_attention_backward_dispatches_to_gluon_where_it_measured_faster(monkeypatch):
     """By default the one-kernel Gluon backward serves (D, causal) in GLUON_BWD_WINS from S = 4096 on, on
     Hopper; an explicit Triton option (configs, dq_atomic, tma) keeps the two Triton kernels."""

@@ -132,10 +132,9 @@ def _scores(i, bufs, q_ready, STAGES: gl.constexpr):
 
 @gluon.jit
 def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free, dq_src, dq_ready, dq_phase, n0, start, key0,
-           qk_scale, sm_scale, MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr,
-           DQ_FIRST: gl.constexpr):
+           qk_scale, sm_scale, MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr, LAG: gl.constexpr):
     """From query block i's scores to its gradient multiplies, issued asynchronously: dV, dK and, with ``DO_DQ``, a dQ
-    (without it the returned dQ token is dK's); ``DQ_FIRST`` (dQ a step late): dV, dQ, dK in that order. ``ds_mine``:
+    (without it the returned dQ token is dK's); with ``LAG`` (dQ a step late) dV, dQ, dK in that order. ``ds_mine``:
     this consumer's 64 keys of dS^T buffer i % 2, announced on ``ds_ready`` once written. The dQ multiply reads
     ``dq_src`` (all 128 keys of a dS^T buffer, block i's or, a step late, block i - 1's) after ``dq_ready``
     passes ``dq_phase``. ``MASK``: the block crosses the diagonal (causal)."""
@@ -176,7 +175,7 @@ def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free, dq_src,
     ds_mine.store(dst)
     fence_async_shared()
     dv_tok = warpgroup_mma(pt_op, do_s, dv, is_async=True)
-    if not DQ_FIRST:
+    if not LAG:
         dk_tok = warpgroup_mma(ds_op, q_s, dk, is_async=True)
     if ALL_KEYS:
         mbarrier.arrive(ds_ready, count=1)
@@ -187,7 +186,7 @@ def _grads(i, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free, dq_src,
             dq_tok = warpgroup_mma(dq_src.permute((1, 0)), k_dq, dq_zero, use_acc=False, is_async=True)
         else:  # this consumer's keys of dS_i times its rows of K
             dq_tok = warpgroup_mma(ds_mine.permute((1, 0)), k_dq, dq_zero, use_acc=False, is_async=True)
-    if DQ_FIRST:
+    if LAG:
         dk_tok = warpgroup_mma(ds_op, q_s, dk, is_async=True)
     if not DO_DQ:
         dq_tok = dk_tok
@@ -205,10 +204,10 @@ def _release(i, bufs, q_empty, ds_free, STAGES: gl.constexpr, FREE_DS: gl.conste
 
 
 @gluon.jit
-def _dq_out(i, j, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES: gl.constexpr):
-    """Release query block i's buffers, add dQ_j into the fp32 buffer by TMA reduce."""
+def _dq_out(i, dq, bufs, q_empty, ds_free, dq_desc, bh, start, dq_col, S, STAGES: gl.constexpr):
+    """Release query block i's buffers, add dQ_i into the fp32 buffer by TMA reduce."""
     _release(i, bufs, q_empty, ds_free, STAGES)
-    _dq_store(j, dq, bufs, dq_desc, bh, start, dq_col, S)
+    _dq_store(i, dq, bufs, dq_desc, bh, start, dq_col, S)
 
 
 @gluon.jit
@@ -243,7 +242,7 @@ def _step(i, dk, dv, bufs, cur, prev, q_ready, q_empty, dq_desc, n0, bh, start, 
         _release(i, bufs, q_empty, dq_bufs[3], STAGES)
     elif DQ:
         dv, dk, dq, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok, dq_tok, pt_op, ds_op])
-        _dq_out(i, j, dq, bufs, q_empty, dq_bufs[3], dq_desc, bh, start, dq_col, S, STAGES)
+        _dq_out(i, dq, bufs, q_empty, dq_bufs[3], dq_desc, bh, start, dq_col, S, STAGES)  # j == i
     else:
         dv, dk, pt_op, ds_op = warpgroup_mma_wait(0, deps=[dv_tok, dk_tok, pt_op, ds_op])
         _release(i, bufs, q_empty, dq_bufs[3], STAGES, not (LAG and FIRST))
