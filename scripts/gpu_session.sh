@@ -41,6 +41,7 @@ run() {  # name, command...: time it, keep its log, never stop the session
   "$@" > "$LOGS/$name.log" 2>&1
   local rc=$?
   echo "== $name: rc=$rc in $((SECONDS - t0)) s"; tail -4 "$LOGS/$name.log"
+  return $rc
 }
 
 bwd_test() { run kernel_tests_gpu_backward timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k backward_gpu; }
@@ -116,6 +117,9 @@ for step in "${steps[@]}"; do
     gbwd8)  # D=64: dQ by one consumer in turn (DQ_ALT): checked, time-limited, then timed
       run probe_gbwd8check timeout 200 python3 scripts/probe_issue18.py gbwd8check
       grep -q "'ok': False" results/h200/logs/probe_gbwd8check.log || run probe_gbwd8 timeout 200 python3 scripts/probe_issue18.py gbwd8 ;;
+    gbwd11)  # the persistent backward: checked, time-limited, then profiled and timed against one tile per program
+      run probe_gbwd11check timeout 240 python3 scripts/probe_issue18.py gbwd11check &&
+        ! grep -q "'ok': False" results/h200/logs/probe_gbwd11check.log && run probe_gbwd11 timeout 300 python3 scripts/probe_issue18.py gbwd11 ;;
     bench-bwd) run bench_suite_bwd timeout 120 python3 -m bench --only attention_bwd --rounds 5 --no-host ;;  # after a backward-only change
     mm1024) run probe_mm1024 timeout 200 python3 scripts/probe_issue18.py mm1024 ;;
     gmmhost)  # the Gluon matmul's host path at 1024^3, piece by piece, and the public matmul on it; then its GPU tests

@@ -565,6 +565,54 @@ def gbwd8() -> list:
 # 392 bytes of spills). Both runs label the step without the lag "default".
 
 
+
+# Session 16: a persistent backward. Each program (one per SM) walks tiles pid, pid + P, ... (the same order of
+# tiles as the one-tile programs): the loader brings the next tile's first query blocks while the consumers finish a
+# tile, and its K and V as soon as both are done with the previous ones, so a tile's dK/dV stores and the program's
+# start-up no longer sit between two tiles' multiplies. Triton 3.6 ptxas at D128: 112 / 128 bytes of spills (against
+# 176 / 192 for the one-tile kernel).
+PERSISTENT = {"PERSISTENT": True}
+
+
+def _gbwd11_cases():
+    """(B, H, S, D, causal, dtype): several tiles per program (more tiles than SMs), causal tiles whose number of
+    dS^T buffer uses is odd (S=384: 6, 4 and 2 query blocks), fewer tiles than SMs (gbwd7's cases)."""
+    for dt in (torch.float16, torch.bfloat16):
+        for D in (64, 128):
+            yield 2, 40, 512, D, False, dt
+            yield 2, 20, 1024, D, True, dt
+            yield 4, 40, 384, D, True, dt
+            yield 1, 3, 2048, D, True, dt
+
+
+def gbwd11check() -> list:
+    """The persistent backward (default and the GPU test's configs) against fp32 SDPA's gradients."""
+    def variants(D):
+        alt = ({"DQ_SPLIT": False, "STAGES": 2}, {"DQ_SPLIT": False, "DQ_ALT": True, "STAGES": 2}) if D == 128 else \
+            ({"DQ_ALT": False, "STAGES": 2},)
+        return [("persistent", PERSISTENT), *((f"persistent {c}", {**PERSISTENT, **c}) for c in alt)]
+    return _gluon_bwd_check(_gbwd11_cases(), variants) + \
+        _gluon_bwd_check(_gbwd_cases(), lambda D: [("persistent", PERSISTENT)])
+
+
+def gbwd11() -> list:
+    """Persistent against one tile per program, each twice, beside SDPA (GPU time, 5 rounds, B4 H32 S4096 fp16);
+    first the kernels of each (profiler, 5 calls)."""
+    from tcourse.kernels import attention_bwd_kernels as AB
+
+    rows: list = []
+    for D, causal, timed in _bwd_problems():
+        q, k, v, do = (torch.randn(4, 32, 4096, D, device="cuda", dtype=torch.float16) for _ in range(4))
+        o, lse = AB.attention_fwd(q, k, v, causal)
+        for label, cfg in (("one tile", None), ("persistent", PERSISTENT)):
+            _guard(rows, {"D": D, "causal": causal, "profile": label},
+                   lambda: _kernel_times(lambda: AB.attention_bwd(do, q, k, v, o, lse, causal, gluon=True,
+                                                                  gluon_config=cfg)))
+        del q, k, v, do, o, lse
+        for label, cfg in (("one tile", None), ("persistent", PERSISTENT)) * 2:
+            timed(rows, label, 5, 30, gluon=True, gluon_config=cfg)
+    return rows
+
 def mm1024() -> list:
     """Session 12: the Gluon warp-specialised matmul at 1024^3 in cuBLAS's shape (ncu, session 11: cuBLAS runs
     nvjet 128x64 tiles, K steps of 64, 8 stages, 3 warpgroups; ours 64x128x128, 1 warpgroup, 7.8 against 7.0 us),
@@ -944,7 +992,8 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
          "gbwd6": gbwd6, "mm1024": mm1024, "gmmhost": gmmhost, "gattnhost": gattnhost, "gbwd7check": gbwd7check,
-         "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8}
+         "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8, "gbwd11check": gbwd11check,
+         "gbwd11": gbwd11}
 
 
 def main(argv: list[str]) -> int:
