@@ -461,16 +461,19 @@ def gbwd6() -> list:
 OLD_ORDER = {"GROUP": 1}  # session 13's program order: one head after the other
 
 
-def _gbwd7_cases():
-    """(B, H, S, D, causal, dtype): not causal, fewer programs than SMs (8) and two waves and 56 (B2 H40 S512; at
-    a587dcd, the tail pieces: all of them, and the 56 split in 2); causal, groups with a short last group (B2 H5 = 10
-    heads, GROUP 4) and fewer heads than a group (3)."""
+def _each_dtype_and_dim(problems):
+    """(B, H, S, D, causal, dtype) for each (B, H, S, causal) of ``problems``, fp16 and bf16, D 64 and 128."""
     for dt in (torch.float16, torch.bfloat16):
         for D in (64, 128):
-            yield 1, 2, 512, D, False, dt
-            yield 2, 40, 512, D, False, dt
-            yield 2, 5, 1024, D, True, dt
-            yield 1, 3, 2048, D, True, dt
+            for B, H, S, causal in problems:
+                yield B, H, S, D, causal, dt
+
+
+def _gbwd7_cases():
+    """Not causal, fewer programs than SMs (8) and two waves and 56 (B2 H40 S512; at a587dcd, the tail pieces: all
+    of them, and the 56 split in 2); causal, groups with a short last group (B2 H5 = 10 heads, GROUP 4) and fewer
+    heads than a group (3)."""
+    return _each_dtype_and_dim(((1, 2, 512, False), (2, 40, 512, False), (2, 5, 1024, True), (1, 3, 2048, True)))
 
 
 def gbwd7check() -> list:
@@ -565,7 +568,6 @@ def gbwd8() -> list:
 # 392 bytes of spills). Both runs label the step without the lag "default".
 
 
-
 # Session 16: a persistent backward. Each program (one per SM) walks tiles pid, pid + P, ... (the same order of
 # tiles as the one-tile programs): the loader brings the next tile's first query blocks while the consumers finish a
 # tile, and its K and V as soon as both are done with the previous ones, so a tile's dK/dV stores and the program's
@@ -575,14 +577,9 @@ PERSISTENT = {"PERSISTENT": True}
 
 
 def _gbwd11_cases():
-    """(B, H, S, D, causal, dtype): several tiles per program (more tiles than SMs), causal tiles whose number of
-    dS^T buffer uses is odd (S=384: 6, 4 and 2 query blocks), fewer tiles than SMs (gbwd7's cases)."""
-    for dt in (torch.float16, torch.bfloat16):
-        for D in (64, 128):
-            yield 2, 40, 512, D, False, dt
-            yield 2, 20, 1024, D, True, dt
-            yield 4, 40, 384, D, True, dt
-            yield 1, 3, 2048, D, True, dt
+    """Several tiles per program (more tiles than SMs), causal tiles whose number of dS^T buffer uses is odd (S=384:
+    6, 4 and 2 query blocks), fewer tiles than SMs (as in gbwd7)."""
+    return _each_dtype_and_dim(((2, 40, 512, False), (2, 20, 1024, True), (4, 40, 384, True), (1, 3, 2048, True)))
 
 
 def gbwd11check() -> list:
@@ -612,6 +609,7 @@ def gbwd11() -> list:
         for label, cfg in (("one tile", None), ("persistent", PERSISTENT)) * 2:
             timed(rows, label, 5, 30, gluon=True, gluon_config=cfg)
     return rows
+
 
 def mm1024() -> list:
     """Session 12: the Gluon warp-specialised matmul at 1024^3 in cuBLAS's shape (ncu, session 11: cuBLAS runs

@@ -23,10 +23,10 @@ When dQ reads all 128 keys (either way), it runs a step late: step i multiplies 
 dS^T buffers) for dQ_{i-1}, so the wait for the other consumer's half is a step old and the consumers need not
 run in phase; the step issues dV_i, dQ_{i-1}, dK_i, and dQ_{i-1} is stored and sent while dK_i runs. On the
 H200 (B4 H32 S4096, GPU time, SDPA's backward / ours) this took D128 from 0.93-0.94x to 0.97-0.995x, causal
-0.96-0.97x to 1.004-1.007x, D64 0.97-0.98x to 0.99-1.00x, causal 1.03-1.04x to 1.05-1.07x, with more spills at D128
-(Triton 3.6: 176 / 192 bytes against 120 / 128; results/h200/issue18/gbwd9.json, gbwd10.json; fewer since, below). The same order
-without the lag was slower than the lag everywhere; making the consumers take turns at issuing their multiplies
-(a ping-pong) was 0.80-0.97x.
+0.96-0.97x to 1.004-1.007x, D64 0.97-0.98x to 0.99-1.00x, causal 1.03-1.04x to 1.05-1.07x, with more spills at
+D128 (Triton 3.6: 176 / 192 bytes against 120 / 128; results/h200/issue18/gbwd9.json, gbwd10.json; fewer since,
+below). The same order without the lag was slower than the lag everywhere; making the consumers take turns at
+issuing their multiplies (a ping-pong) was 0.80-0.97x.
 
 Every partition loops over the tiles (key blocks of a head) of its program: pid, pid + P, ... The loader brings a
 tile's first query blocks as soon as the ring has room, and its K and V once both consumers have signalled
