@@ -97,6 +97,14 @@ for step in "${steps[@]}"; do
         run probe_gbwd5 timeout 100 python3 scripts/probe_issue18.py gbwd5
         run bench_suite_bwd timeout 100 python3 -m bench --only attention_bwd --rounds 5 --no-host
       fi ;;
+    fwd6) run probe_fwd6 timeout 420 python3 scripts/probe_issue18.py fwd6 ;;  # the forward's row sums by the tensor cores, per config
+    mm8192)  # matmul 8192^3 configs by do_bench and GPU time, the SM clock and power sampled every 200 ms beside
+      nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 200 > "$LOGS/mm8192_clocks.csv" &
+      smi=$!
+      run probe_mm8192 timeout 300 python3 scripts/probe_issue18.py mm8192
+      kill $smi ;;
+    fwd7) run probe_fwd7 timeout 300 python3 scripts/probe_issue18.py fwd7 ;;  # a persistent, flattened Triton forward
+    mm1024b) run probe_mm1024b timeout 200 python3 scripts/probe_issue18.py mm1024b ;;  # C from registers; K steps of 32
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;
     attention-tests) run kernel_tests_gpu_attention timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \

@@ -13,8 +13,16 @@ import traceback
 from pathlib import Path
 
 import torch
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GTensorDescriptor
 
 import tcourse
+from tcourse.kernels import gluon_matmul as GM
+from tcourse.kernels.attention_kernels import _online_softmax_step
 
 OUT = Path("results/h200/issue18")
 ROUNDS = 3
@@ -222,6 +230,37 @@ def matmul() -> list:
                    lambda cfg=cfg: _cmp(lambda: G.matmul(a, b, cfg), lambda: a @ b, flops=2 * 4096**3, rounds=5))
     except Exception as e:  # noqa: BLE001
         rows.append({"kernel": "gluon_ws", "error": repr(e)[:300]})
+    return rows
+
+
+def mm8192() -> list:
+    """Session 17: 8192^3 (bf16 at 0.99-1.01x cuBLAS by do_bench in runs 11-13 against 1.07-1.10x by GPU time): the
+    autotuner's pick (128x256x64, 3 stages) against tile orders (GROUP_M) and its neighbours, each by do_bench (the
+    targets' timer; 5 rounds) and by GPU time (2 rounds), fp16 and bf16; the SM clock and power are logged beside it
+    (gpu_session.sh step mm8192)."""
+    from tcourse.kernels import matmul_kernels as M
+
+    rows: list = []
+    n = 8192
+    for dt in (torch.bfloat16, torch.float16):
+        a = torch.randn(n, n, device="cuda", dtype=dt)
+        b = torch.randn(n, n, device="cuda", dtype=dt)
+        ref = (a[:256].double() @ b.double())
+        for bm, bn, s, sp, g in [(128, 256, 3, False, 8), (128, 256, 3, False, 4), (128, 256, 3, False, 16),
+                                 (128, 256, 3, False, 32), (128, 256, 4, True, 8), (256, 128, 3, False, 8)]:
+            cfg = {"BM": bm, "BN": bn, "BK": 64, "GROUP_M": g, "SPLIT_EPILOGUE": sp, "FLATTEN": True,
+                   "num_stages": s, "num_warps": 8}
+
+            def one(cfg=cfg):
+                err = _rel(M.matmul_tma(a, b, cfg)[:256], ref)
+                fn = lambda: M.matmul_tma(a, b, cfg)  # noqa: E731
+                t0 = time.strftime("%H:%M:%S", time.gmtime())
+                d = _cmp(fn, lambda: a @ b, flops=2 * n**3, timer="do_bench", rounds=5)
+                g = _cmp(fn, lambda: a @ b, flops=2 * n**3, rounds=2)
+                return {"err": err, "start": t0, **d, "gpu_time": g}
+            _guard(rows, {"dtype": str(dt), **cfg}, one)
+        del a, b
+        torch.cuda.empty_cache()
     return rows
 
 
@@ -635,6 +674,65 @@ def mm1024() -> list:
     return rows
 
 
+@gluon.jit
+def matmul_ws_direct_kernel(a_desc, b_desc, c_ptr, M, N, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                            STAGES: gl.constexpr, MMA_WARPS: gl.constexpr):
+    """Session 17's trial (measured, not used): ``gluon_matmul.matmul_ws_kernel`` with C stored straight from the
+    wgmma accumulator's registers (masked global stores) instead of through shared memory and a TMA store."""
+    off_m = gl.program_id(0) * BM
+    off_n = gl.program_id(1) * BN
+    k_tiles = gl.cdiv(K, BK)
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+    fence_async_shared()
+    mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[MMA_WARPS, 1],
+                                                         instr_shape=[16, BN, 16])
+    acc = gl.zeros((BM, BN), gl.float32, mma_layout)
+    acc = gl.warp_specialize([(GM._mma, (a_bufs, b_bufs, ready, empty, k_tiles, acc)),
+                              (GM._loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, k_tiles))],
+                             [GM.LOADER_WARPS], [GM.LOADER_REGS])[0]
+    rows = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma_layout))
+    cols = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, mma_layout))
+    gl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+def mm1024b() -> list:
+    """Session 17: the Gluon matmul at 1024^3 (the public one there: 64x128x64, 8 stages; GPU time 0.96x cuBLAS in
+    runs 11-13) against C stored from registers (:func:`matmul_ws_direct_kernel`) and against shorter K steps
+    (BK 32, 16 stages: the first wgmma waits for 12 KB instead of 24 KB); fp16 and bf16, GPU time, 5 rounds."""
+    from tcourse.kernels import matmul_kernels as M
+
+    def direct(a, b, cfg):
+        (m, k), n = a.shape, b.shape[1]
+        c = a.new_empty((m, n))
+        a_d = GTensorDescriptor.from_tensor(a, [cfg["BM"], cfg["BK"]], GM._layout([cfg["BM"], cfg["BK"]], a.dtype))
+        b_d = GTensorDescriptor.from_tensor(b, [cfg["BK"], cfg["BN"]], GM._layout([cfg["BK"], cfg["BN"]], b.dtype))
+        matmul_ws_direct_kernel[(m // cfg["BM"], n // cfg["BN"])](
+            a_d, b_d, c, m, n, k, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], STAGES=cfg["STAGES"],
+            MMA_WARPS=cfg["num_warps"], num_warps=cfg["num_warps"])
+        return c
+
+    rows: list = []
+    base = {"BM": 64, "BN": 128, "BK": 64, "STAGES": 8, "num_warps": 4}
+    short = {**base, "BK": 32, "STAGES": 16}
+    for dt in (torch.float16, torch.bfloat16):
+        a, b = (torch.randn(1024, 1024, device="cuda", dtype=dt) for _ in range(2))
+        ref = a.double() @ b.double()
+        variants = {"public matmul": lambda: M.matmul(a, b), "gluon BK32 x16": lambda: GM.matmul(a, b, short),
+                    "direct store": lambda: direct(a, b, base), "direct store BK32 x16": lambda: direct(a, b, short),
+                    "public matmul again": lambda: M.matmul(a, b)}
+        for name, fn in variants.items():
+            _guard(rows, {"dtype": str(dt), "kernel": name},
+                   lambda fn=fn: {"err": _rel(fn(), ref), **_cmp(fn, lambda: a @ b, rounds=5)})
+    return rows
+
+
 def gmmhost() -> dict:
     """Session 13: where the Gluon matmul's host time goes at 1024^3 (45.9 us a call in bench_suite_run9 against
     torch's 16.8) and what the launch plan keyed on the three addresses leaves of it; each step alone, a profile
@@ -986,12 +1084,101 @@ def fwd5() -> list:
                               gate=1e-3)
 
 
+FWD6_CONFIGS = {"128x64 s3 w8": {"BM": 128, "BN": 64, "num_stages": 3, "num_warps": 8},
+                "128x64 s4 w8": {"BM": 128, "BN": 64, "num_stages": 4, "num_warps": 8},
+                "128x128 s2 w8 r128": {"BM": 128, "BN": 128, "num_stages": 2, "num_warps": 8, "maxnreg": 128},
+                "64x64 s3 w4": {"BM": 64, "BN": 64, "num_stages": 3, "num_warps": 4},
+                "64x128 s2 w4": {"BM": 64, "BN": 128, "num_stages": 2, "num_warps": 4}}
+
+
+def fwd6() -> list:
+    """Session 17: the Triton TMA forward with each block's row sums taken by the tensor cores (``ROWSUM_MMA``:
+    p @ ones, BM x 8 by mma.sync or BM x 16 by wgmma, instead of 32 FADDs and two shuffle rounds per thread in
+    the sm_90 loop: 306 -> 276 / 281 instructions at 128x64) against the reduction, per config, on the D=64
+    shapes; checked against SDPA first, GPU time against cuDNN, 5 interleaved rounds, fp16 B4 H32."""
+    from tcourse.kernels import attention_kernels as A
+
+    def variants(q, k, v, causal):
+        out = {}
+        for name, cfg in FWD6_CONFIGS.items():
+            if causal and cfg["BN"] > cfg["BM"]:
+                continue
+            for rs in ((0, 8, 16) if name == "128x64 s3 w8" else (0, 8)):
+                out[f"{name} rowsum {rs or 'reduce'}"] = \
+                    lambda cfg=cfg, rs=rs: A.attention_tma(q, k, v, causal, config={**cfg, "ROWSUM_MMA": rs})
+        out["public"] = lambda: A.attention(q, k, v, causal)
+        return out
+    return _fwd_against_cudnn(((1024, 64, False), (4096, 64, False), (4096, 64, True), (1024, 64, True)), variants,
+                              rounds=5, gate=1e-3)
+
+
+@triton.jit
+def attention_fwd_persistent_kernel(q_ptr, k_desc, v_desc, o_desc, S, qk_scale, n_tiles, D: tl.constexpr,
+                                    BM: tl.constexpr, BN: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+                                    FLATTEN: tl.constexpr):
+    """Session 17's trial kernel (here, not in tcourse: it is measured, not used): the Triton TMA forward with one
+    program looping over query tiles (a head's tiles adjacent), the loop flattened (``tl.range(..., flatten=True)``)
+    so that the pipeliner can issue the next tile's K/V loads during this tile's last blocks. Q comes by pointer
+    loads: with Q through a descriptor, Triton 3.6 fails in TMA lowering once flattened ('scf.if' op ... memdesc
+    ... mutable)."""
+    n_m = S // BM
+    offs_d = tl.arange(0, D)
+    for tile in tl.range(tl.program_id(0), n_tiles, NUM_PROGRAMS, flatten=FLATTEN):
+        row0 = (tile // n_m) * S
+        start_m = tile % n_m
+        rows = row0 + start_m * BM + tl.arange(0, BM)
+        q = tl.load(q_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :])
+        m_i = tl.full((BM,), -float("inf"), tl.float32)
+        l_i = tl.zeros((BM,), tl.float32)
+        acc = tl.zeros((BM, D), tl.float32)
+        for start_n in range(0, S, BN):
+            k = k_desc.load([row0 + start_n, 0])
+            qk = tl.dot(q, tl.trans(k))
+            v = v_desc.load([row0 + start_n, 0])
+            acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale)
+        o_desc.store([row0 + start_m * BM, 0], (acc / l_i[:, None]).to(o_desc.dtype))
+
+
+# name -> (BM, BN, stages, warps, flatten, programs per SM)
+FWD7_VARIANTS = {"128x64 s3 w8 flat P264": (128, 64, 3, 8, True, 2), "128x64 s3 w8 flat P132": (128, 64, 3, 8, True, 1),
+                 "128x64 s3 w8 loop P264": (128, 64, 3, 8, False, 2), "64x64 s3 w4 flat P264": (64, 64, 3, 4, True, 2),
+                 "64x128 s2 w4 flat P264": (64, 128, 2, 4, True, 2),
+                 "128x128 s2 w8 r128 flat P264": (128, 128, 2, 8, True, 2)}
+
+
+def fwd7() -> list:
+    """Session 17: the persistent, flattened Triton forward (:func:`attention_fwd_persistent_kernel`) per config and
+    program count (P: programs; 132 SMs) against the public ``attention`` (one program per tile), not causal D=64;
+    checked against SDPA first, GPU time against cuDNN, 5 interleaved rounds, fp16 B4 H32."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from tcourse.kernels import attention_kernels as A
+
+    def run(q, k, v, bm, bn, stages, warps, flatten, per_sm):
+        B, H, S, D = q.shape
+        o = torch.empty_like(q)
+        kd, vd = (TensorDescriptor(t, [B * H * S, D], [D, 1], [bn, D]) for t in (k, v))
+        od = TensorDescriptor(o, [B * H * S, D], [D, 1], [bm, D])
+        n_tiles = B * H * S // bm
+        programs = min(n_tiles, per_sm * 132)
+        extra = {"maxnreg": 128} if bn == 128 and bm == 128 else {}
+        attention_fwd_persistent_kernel[(programs,)](q, kd, vd, od, S, D ** -0.5 * 1.4426950408889634, n_tiles, D=D,
+                                                     BM=bm, BN=bn, NUM_PROGRAMS=programs, FLATTEN=flatten,
+                                                     num_stages=stages, num_warps=warps, **extra)
+        return o
+
+    def variants(q, k, v, causal):
+        return {"public": lambda: A.attention(q, k, v, causal),
+                **{name: lambda c=c: run(q, k, v, *c) for name, c in FWD7_VARIANTS.items()}}
+    return _fwd_against_cudnn(((1024, 64, False), (4096, 64, False)), variants, rounds=5, gate=1e-3)
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
          "gbwd6": gbwd6, "mm1024": mm1024, "gmmhost": gmmhost, "gattnhost": gattnhost, "gbwd7check": gbwd7check,
          "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8, "gbwd11check": gbwd11check,
-         "gbwd11": gbwd11}
+         "gbwd11": gbwd11, "fwd6": fwd6, "mm8192": mm8192, "fwd7": fwd7, "mm1024b": mm1024b}
 
 
 def main(argv: list[str]) -> int:
