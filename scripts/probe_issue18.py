@@ -15,13 +15,8 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
-from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GTensorDescriptor
 
 import tcourse
-from tcourse.kernels import gluon_matmul as GM
 from tcourse.kernels.attention_kernels import _online_softmax_step
 
 OUT = Path("results/h200/issue18")
@@ -674,49 +669,13 @@ def mm1024() -> list:
     return rows
 
 
-@gluon.jit
-def matmul_ws_direct_kernel(a_desc, b_desc, c_ptr, M, N, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-                            STAGES: gl.constexpr, MMA_WARPS: gl.constexpr):
-    """Session 17's trial (measured, not used): ``gluon_matmul.matmul_ws_kernel`` with C stored straight from the
-    wgmma accumulator's registers (masked global stores) instead of through shared memory and a TMA store."""
-    off_m = gl.program_id(0) * BM
-    off_n = gl.program_id(1) * BN
-    k_tiles = gl.cdiv(K, BK)
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], b_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for s in gl.static_range(STAGES):
-        mbarrier.init(ready.index(s), count=1)
-        mbarrier.init(empty.index(s), count=1)
-    fence_async_shared()
-    mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[MMA_WARPS, 1],
-                                                         instr_shape=[16, BN, 16])
-    acc = gl.zeros((BM, BN), gl.float32, mma_layout)
-    acc = gl.warp_specialize([(GM._mma, (a_bufs, b_bufs, ready, empty, k_tiles, acc)),
-                              (GM._loader, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, k_tiles))],
-                             [GM.LOADER_WARPS], [GM.LOADER_REGS])[0]
-    rows = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma_layout))
-    cols = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, mma_layout))
-    gl.store(c_ptr + rows[:, None] * N + cols[None, :], acc.to(c_ptr.dtype.element_ty),
-             mask=(rows[:, None] < M) & (cols[None, :] < N))
-
-
 def mm1024b() -> list:
     """Session 17: the Gluon matmul at 1024^3 (the public one there: 64x128x64, 8 stages; GPU time 0.96x cuBLAS in
-    runs 11-13) against C stored from registers (:func:`matmul_ws_direct_kernel`) and against shorter K steps
-    (BK 32, 16 stages: the first wgmma waits for 12 KB instead of 24 KB); fp16 and bf16, GPU time, 5 rounds."""
-    from tcourse.kernels import matmul_kernels as M
-
-    def direct(a, b, cfg):
-        (m, k), n = a.shape, b.shape[1]
-        c = a.new_empty((m, n))
-        a_d = GTensorDescriptor.from_tensor(a, [cfg["BM"], cfg["BK"]], GM._layout([cfg["BM"], cfg["BK"]], a.dtype))
-        b_d = GTensorDescriptor.from_tensor(b, [cfg["BK"], cfg["BN"]], GM._layout([cfg["BK"], cfg["BN"]], b.dtype))
-        matmul_ws_direct_kernel[(m // cfg["BM"], n // cfg["BN"])](
-            a_d, b_d, c, m, n, k, BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"], STAGES=cfg["STAGES"],
-            MMA_WARPS=cfg["num_warps"], num_warps=cfg["num_warps"])
-        return c
+    runs 11-13) against shorter K steps (BK 32, 16 stages: the first wgmma waits for 12 KB instead of 24 KB); fp16
+    and bf16, GPU time, 5 rounds. The recorded run also had C stored straight from the accumulator's registers
+    (a copy of ``gluon_matmul.matmul_ws_kernel`` with masked global stores for its epilogue), alone and with the
+    short K steps: slower, so that kernel was not kept here; it is in commit 9c74dd1."""
+    from tcourse.kernels import gluon_matmul as GM, matmul_kernels as M
 
     rows: list = []
     base = {"BM": 64, "BN": 128, "BK": 64, "STAGES": 8, "num_warps": 4}
@@ -725,7 +684,6 @@ def mm1024b() -> list:
         a, b = (torch.randn(1024, 1024, device="cuda", dtype=dt) for _ in range(2))
         ref = a.double() @ b.double()
         variants = {"public matmul": lambda: M.matmul(a, b), "gluon BK32 x16": lambda: GM.matmul(a, b, short),
-                    "direct store": lambda: direct(a, b, base), "direct store BK32 x16": lambda: direct(a, b, short),
                     "public matmul again": lambda: M.matmul(a, b)}
         for name, fn in variants.items():
             _guard(rows, {"dtype": str(dt), "kernel": name},
@@ -1095,7 +1053,8 @@ def fwd6() -> list:
     """Session 17: the Triton TMA forward with each block's row sums taken by the tensor cores (``ROWSUM_MMA``:
     p @ ones, BM x 8 by mma.sync or BM x 16 by wgmma, instead of 32 FADDs and two shuffle rounds per thread in
     the sm_90 loop: 306 -> 276 / 281 instructions at 128x64) against the reduction, per config, on the D=64
-    shapes; checked against SDPA first, GPU time against cuDNN, 5 interleaved rounds, fp16 B4 H32."""
+    shapes; checked against SDPA first, GPU time against cuDNN, 5 interleaved rounds, fp16 B4 H32. Slower, so
+    ``ROWSUM_MMA`` was taken out again: this part runs at commit 9c74dd1, where the kernel has it."""
     from tcourse.kernels import attention_kernels as A
 
     def variants(q, k, v, causal):

@@ -29,7 +29,14 @@ the in-flight result is copied across the edge (warning C7514). Rescaling lazily
 max only when a row's block max exceeds it by more than 8, in log2 units) measured 0.4-9% slower:
 deciding whether any row needs it takes a reduction across the program's warps and a branch.
 Computing a quarter of the exp2s on the FMA pipe instead of MUFU measured 2-9% slower: the loop is
-bound by instruction issue about as much as by MUFU (results/h200/attention_sweeps/README.md).
+bound by instruction issue about as much as by MUFU (results/h200/attention_sweeps/README.md). Fewer
+instructions alone do not help either: taking each block's row sums on the tensor cores (``p @ ones``,
+BM x 8 by mma.sync) instead of 32 FADDs and two shuffle rounds per thread cut the sm_90 loop from 306 to
+276 instructions; it measured 3.5-9% slower with BM=128 (two warpgroups) and within 2.5% either way with
+BM=64, and no shape got faster than with its best config (results/h200/issue18/fwd6.json; the variant is
+in commit 9c74dd1). A persistent version looping over query tiles ran correctly but 2-11% slower; with
+``tl.range(..., flatten=True)``, so that the next tile's loads could start early, Triton 3.6 produced
+wrong results on the H200 (fwd7.json).
 """
 from __future__ import annotations
 
@@ -111,60 +118,37 @@ def attention_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, H, S, qk_scale,
 
 
 @triton.jit
-def _online_softmax_step_mma(acc, l_acc, m_i, qk, v, qk_scale, ones):
-    """``_online_softmax_step`` with the row sums taken by the tensor cores: ``l_acc`` (BM x ROWSUM_MMA, every
-    column the running sum) += p @ ones, instead of a reduction over each row's registers and warp lanes."""
-    m_new = tl.maximum(m_i, tl.max(qk, axis=1) * qk_scale)
-    p = tl.math.exp2(qk * qk_scale - m_new[:, None]).to(v.dtype)
-    alpha = tl.math.exp2(m_i - m_new)
-    l_acc = tl.dot(p, ones, l_acc * alpha[:, None])
-    acc = tl.dot(p, v, acc * alpha[:, None])
-    return acc, l_acc, m_new
-
-
-@triton.jit
 def _attn_range_tma(acc, l_i, m_i, q, k_desc, v_desc, row0, offs_m, lo, hi, qk_scale,
-                    BN: tl.constexpr, CAUSAL_MASK: tl.constexpr, ROWSUM_MMA: tl.constexpr):
+                    BN: tl.constexpr, CAUSAL_MASK: tl.constexpr):
     offs_n = tl.arange(0, BN)
-    if ROWSUM_MMA:
-        ones = tl.full((BN, ROWSUM_MMA), 1.0, v_desc.dtype)
     for start_n in range(lo, hi, BN):
         k = k_desc.load([row0 + start_n, 0])
         qk = tl.dot(q, tl.trans(k))
         if CAUSAL_MASK:
             qk = tl.where(offs_m[:, None] >= (start_n + offs_n)[None, :], qk, -float("inf"))
         v = v_desc.load([row0 + start_n, 0])
-        if ROWSUM_MMA:
-            acc, l_i, m_i = _online_softmax_step_mma(acc, l_i, m_i, qk, v, qk_scale, ones)
-        else:
-            acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale)
+        acc, l_i, m_i = _online_softmax_step(acc, l_i, m_i, qk, v, qk_scale)
     return acc, l_i, m_i
 
 
 @triton.jit
 def attention_fwd_tma_kernel(q_desc, k_desc, v_desc, o_desc, S, qk_scale, D: tl.constexpr, BM: tl.constexpr,
-                             BN: tl.constexpr, CAUSAL: tl.constexpr, ROWSUM_MMA: tl.constexpr = 0):
+                             BN: tl.constexpr, CAUSAL: tl.constexpr):
     """Hopper: q/k/v/o are (B*H*S, D) descriptors; S is a multiple of BM and BN (no bounds masks)."""
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     row0 = tl.program_id(1) * S
     offs_m = start_m * BM + tl.arange(0, BM)
     q = q_desc.load([row0 + start_m * BM, 0])
     m_i = tl.full((BM,), -float("inf"), tl.float32)
-    if ROWSUM_MMA:
-        l_i = tl.zeros((BM, ROWSUM_MMA), tl.float32)
-    else:
-        l_i = tl.zeros((BM,), tl.float32)
+    l_i = tl.zeros((BM,), tl.float32)
     acc = tl.zeros((BM, D), tl.float32)
     if CAUSAL:
         acc, l_i, m_i = _attn_range_tma(acc, l_i, m_i, q, k_desc, v_desc, row0, offs_m, 0, start_m * BM,
-                                        qk_scale, BN, False, ROWSUM_MMA)
+                                        qk_scale, BN, False)
         acc, l_i, m_i = _attn_range_tma(acc, l_i, m_i, q, k_desc, v_desc, row0, offs_m, start_m * BM,
-                                        (start_m + 1) * BM, qk_scale, BN, True, ROWSUM_MMA)
+                                        (start_m + 1) * BM, qk_scale, BN, True)
     else:
-        acc, l_i, m_i = _attn_range_tma(acc, l_i, m_i, q, k_desc, v_desc, row0, offs_m, 0, S, qk_scale, BN, False,
-                                        ROWSUM_MMA)
-    if ROWSUM_MMA:
-        l_i = tl.max(l_i, axis=1)
+        acc, l_i, m_i = _attn_range_tma(acc, l_i, m_i, q, k_desc, v_desc, row0, offs_m, 0, S, qk_scale, BN, False)
     o_desc.store([row0 + start_m * BM, 0], (acc / l_i[:, None]).to(o_desc.dtype))
 
 

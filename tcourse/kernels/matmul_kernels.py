@@ -235,8 +235,9 @@ TMA_MIN_MNK = 2**30 + 1
 # config (results/h200/issue18/mm1024.json and gmmhost.json, 5 rounds; ncu: cuBLAS runs 128x64 tiles, 8 stages, in
 # 7.0 us, the blocked kernel 7.8 us). Its host path is a launch plan per (A, B, C) addresses (gluon_matmul._PLANS):
 # 9.9 us a call against torch's 8.4 and 25.2 us building the three descriptors each call (gmmhost.json); without
-# it, a suite run read bf16 at 0.18x by do_bench (issue18/bench_suite_run9.json). Measured at 1024^3 only: the
-# band is the one-wave problems down to half of it.
+# it, a suite run read bf16 at 0.18x by do_bench (issue18/bench_suite_run9.json). Slower at 1024^3 (mm1024b.json,
+# GPU time): C stored straight from the accumulator's registers 0.90x, K steps of 32 with 16 stages 0.85x, against
+# 0.96x. Measured at 1024^3 only: the band is the one-wave problems down to half of it.
 GLUON_CONFIG = {"BM": 64, "BN": 128, "BK": 64, "STAGES": 8, "num_warps": 4}
 GLUON_MNK = (2**29, 2**30)
 
