@@ -1132,12 +1132,59 @@ def fwd7() -> list:
     return _fwd_against_cudnn(((1024, 64, False), (4096, 64, False)), variants, rounds=5, gate=1e-3)
 
 
+FWD8_CONFIGS = {"64x64 s2 w4": {"BM": 64, "BN": 64, "num_stages": 2, "num_warps": 4},
+                "64x64 s2 w4 r96": {"BM": 64, "BN": 64, "num_stages": 2, "num_warps": 4, "maxnreg": 96},
+                "64x64 s3 w4 r96": {"BM": 64, "BN": 64, "num_stages": 3, "num_warps": 4, "maxnreg": 96},
+                "128x64 s2 w8": {"BM": 128, "BN": 64, "num_stages": 2, "num_warps": 8},
+                "128x64 s3 w4": {"BM": 128, "BN": 64, "num_stages": 3, "num_warps": 4},
+                "128x32 s4 w8": {"BM": 128, "BN": 32, "num_stages": 4, "num_warps": 8},
+                "128x64 s3 w8 (pinned)": {"BM": 128, "BN": 64, "num_stages": 3, "num_warps": 8}}
+
+
+def fwd8() -> list:
+    """Session 17: S1024 D64, not causal (0.93x cuDNN): configs of the Triton TMA forward not in its list, aimed at
+    more programs per SM (64x64 with 2 stages, or capped at 96 registers: four 128-thread programs per SM) so that
+    one program's start and end overlap another's loop, and at the pinned config's neighbours; checked against SDPA
+    first, GPU time against cuDNN, 5 interleaved rounds, fp16 B4 H32."""
+    from tcourse.kernels import attention_kernels as A
+
+    def variants(q, k, v, causal):
+        return {name: lambda cfg=cfg: A.attention_tma(q, k, v, causal, config=cfg) for name, cfg in FWD8_CONFIGS.items()}
+    return _fwd_against_cudnn(((1024, 64, False),), variants, rounds=5, gate=1e-3)
+
+
+FWD9_CONFIGS = {"BN64 s3 r120 x2": {"BN": 64, "STAGES": 3, "CONSUMER_REGS": 120, "maxnreg": 112, "PER_SM": 2},
+                "BN64 s4 r120 x2": {"BN": 64, "STAGES": 4, "CONSUMER_REGS": 120, "maxnreg": 112, "PER_SM": 2},
+                "BN64 s2 r112 x2": {"BN": 64, "STAGES": 2, "CONSUMER_REGS": 112, "maxnreg": 104, "PER_SM": 2},
+                "BN64 s3 r120 x1": {"BN": 64, "STAGES": 3, "CONSUMER_REGS": 120, "maxnreg": 112, "PER_SM": 1},
+                "BN64 s3 x1": {"BN": 64, "STAGES": 3}}
+
+
+def fwd9() -> list:
+    """Session 17: the pipelined Gluon forward at D=64 with two programs per SM, as the Triton kernel runs there: key
+    blocks of 64, each consumer warpgroup capped at 120 registers and the launch at 112 (2 x 288 threads fit the SM's
+    64K; Triton 3.6 ptxas, offline: no spills, 82 KB of shared memory at 3 stages), the grid twice the SMs; against
+    its default (BN 128, 240 registers, one program per SM) and the public ``attention``; checked against SDPA first
+    (hand-written barriers: run under a time limit), GPU time against cuDNN, 5 interleaved rounds, fp16 B4 H32."""
+    from tcourse.kernels import attention_kernels as A
+    from tcourse.kernels import gluon_attention_pipelined as P
+
+    def variants(q, k, v, causal):
+        out = {"gluon default": lambda: P.attention(q, k, v, causal), "public": lambda: A.attention(q, k, v, causal)}
+        for name, cfg in FWD9_CONFIGS.items():
+            if causal and cfg["BN"] != 2 * P.CONFIGS[64]["BM"]:
+                continue
+            out[name] = lambda cfg=cfg: P.attention(q, k, v, causal, config=cfg)
+        return out
+    return _fwd_against_cudnn(((1024, 64, False), (4096, 64, False)), variants, rounds=5, gate=1e-3)
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
          "gbwd6": gbwd6, "mm1024": mm1024, "gmmhost": gmmhost, "gattnhost": gattnhost, "gbwd7check": gbwd7check,
          "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8, "gbwd11check": gbwd11check,
-         "gbwd11": gbwd11, "fwd6": fwd6, "mm8192": mm8192, "fwd7": fwd7, "mm1024b": mm1024b}
+         "gbwd11": gbwd11, "fwd6": fwd6, "mm8192": mm8192, "fwd7": fwd7, "mm1024b": mm1024b, "fwd8": fwd8, "fwd9": fwd9}
 
 
 def main(argv: list[str]) -> int:
