@@ -1165,7 +1165,9 @@ def fwd9() -> list:
     blocks of 64, each consumer warpgroup capped at 120 registers and the launch at 112 (2 x 288 threads fit the SM's
     64K; Triton 3.6 ptxas, offline: no spills, 82 KB of shared memory at 3 stages), the grid twice the SMs; against
     its default (BN 128, 240 registers, one program per SM) and the public ``attention``; checked against SDPA first
-    (hand-written barriers: run under a time limit), GPU time against cuDNN, 5 interleaved rounds, fp16 B4 H32."""
+    (hand-written barriers: run under a time limit), GPU time against cuDNN, 5 interleaved rounds, fp16 B4 H32.
+    Slower, so the kernel's CONSUMER_REGS, PER_SM and maxnreg settings were taken out again: this part runs at
+    commit 39072fa."""
     from tcourse.kernels import attention_kernels as A
     from tcourse.kernels import gluon_attention_pipelined as P
 

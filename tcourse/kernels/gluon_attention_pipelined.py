@@ -256,7 +256,7 @@ def _consumer(q_tile, q_ready, q_empty, k_bufs, v_bufs, k_ready, k_empty, v_read
 @gluon.jit
 def attention_pipelined_kernel(q_desc, k_desc, v_desc, o_desc, S, BH, qk_scale, G, BM: gl.constexpr,
                                BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                               PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr = CONSUMER_REGS.value):
+                               PINGPONG: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     n_tiles = (S // (2 * BM)) * BH
     q_bufs = gl.allocate_shared_memory(dtype, [2, BM, D], q_desc.layout)
@@ -359,9 +359,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
              TensorDescriptor.from_tensor(k2, [bn, D], _layout([bn, D], dt)),
              TensorDescriptor.from_tensor(v2, [bn, D], _layout([bn, D], dt)),
              TensorDescriptor.from_tensor(o, [bm, D], _layout([bm, D], dt)))
-    programs, g = tile_order(S // (2 * bm), B * H, num_sms(q) * cfg.get("PER_SM", 1), causal, order)
-    meta = {k: cfg[k] for k in ("BM", "BN", "STAGES", "PINGPONG", "CONSUMER_REGS", "maxnreg") if k in cfg}
-    meta.update(D=D, CAUSAL=causal, num_warps=4)
+    programs, g = tile_order(S // (2 * bm), B * H, num_sms(q), causal, order)
+    meta = {**cfg, "D": D, "CAUSAL": causal, "num_warps": 4}
     args = (*descs, S, B * H, sm_scale * LOG2E, g)
     _launch((programs,), args, meta)
     if pkey is not None:
@@ -378,5 +377,4 @@ def compile_sm90(S: int = 4096, D: int = 128, causal: bool = False, config: dict
     descs = [descriptor_type(block, torch.float16) for block in ([bm, D], [bn, D], [bn, D], [bm, D])]
     G = tile_order(S // (2 * bm), 128, 132, causal)[1]
     return compile_for_sm90(attention_pipelined_kernel, *descs, S, 128, 0.1, G, num_warps=4, num_stages=1, BM=bm, BN=bn,
-                            D=D, STAGES=cfg["STAGES"], CAUSAL=causal, PINGPONG=cfg["PINGPONG"],
-                            CONSUMER_REGS=cfg.get("CONSUMER_REGS", CONSUMER_REGS.value))
+                            D=D, STAGES=cfg["STAGES"], CAUSAL=causal, PINGPONG=cfg["PINGPONG"])
