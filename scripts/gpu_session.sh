@@ -108,6 +108,7 @@ for step in "${steps[@]}"; do
     fwd8) run probe_fwd8 timeout 200 python3 scripts/probe_issue18.py fwd8 ;;  # S1024 D64 configs for more programs per SM
     fwd9) run probe_fwd9 timeout 300 python3 scripts/probe_issue18.py fwd9 ;;  # the Gluon forward, two programs per SM at D=64
     mm1024t) run probe_mm1024t timeout 300 python3 scripts/probe_issue18.py mm1024t ;;  # 1024^3 timers, round by round
+    fwd10) run probe_fwd10 timeout 300 python3 scripts/probe_issue18.py fwd10 ;;  # 256-row programs, 16 warps, D=64
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;
     attention-tests) run kernel_tests_gpu_attention timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \

@@ -1223,13 +1223,33 @@ def fwd9() -> list:
     return _fwd_against_cudnn(((1024, 64, False), (4096, 64, False)), variants, rounds=5, gate=1e-3)
 
 
+FWD10_CONFIGS = {"256x64 s3 w16": {"BM": 256, "BN": 64, "num_stages": 3, "num_warps": 16},
+                 "256x64 s2 w16": {"BM": 256, "BN": 64, "num_stages": 2, "num_warps": 16},
+                 "256x64 s4 w16": {"BM": 256, "BN": 64, "num_stages": 4, "num_warps": 16},
+                 "256x128 s2 w16": {"BM": 256, "BN": 128, "num_stages": 2, "num_warps": 16},
+                 "256x32 s4 w16": {"BM": 256, "BN": 32, "num_stages": 4, "num_warps": 16}}
+
+
+def fwd10() -> list:
+    """Session 17: the Triton TMA forward with 256 query rows per program and 16 warps (four warpgroups share each K/V
+    block: half the K/V loads of two 128-row programs, one program per SM at 108 registers), beside the public
+    ``attention``; D=64, checked against SDPA first, GPU time against cuDNN, 5 interleaved rounds, fp16 B4 H32."""
+    from tcourse.kernels import attention_kernels as A
+
+    def variants(q, k, v, causal):
+        return {"public": lambda: A.attention(q, k, v, causal),
+                **{name: lambda cfg=cfg: A.attention_tma(q, k, v, causal, config=cfg)
+                   for name, cfg in FWD10_CONFIGS.items() if not (causal and cfg["BN"] > cfg["BM"])}}
+    return _fwd_against_cudnn(((1024, 64, False), (4096, 64, False), (4096, 64, True)), variants, rounds=5, gate=1e-3)
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
          "gbwd6": gbwd6, "mm1024": mm1024, "gmmhost": gmmhost, "gattnhost": gattnhost, "gbwd7check": gbwd7check,
          "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8, "gbwd11check": gbwd11check,
          "gbwd11": gbwd11, "fwd6": fwd6, "mm8192": mm8192, "fwd7": fwd7, "mm1024b": mm1024b, "fwd8": fwd8, "fwd9": fwd9,
-         "mm1024t": mm1024t}
+         "mm1024t": mm1024t, "fwd10": fwd10}
 
 
 def main(argv: list[str]) -> int:
