@@ -727,7 +727,8 @@ def mm1024t() -> list:
                           else gpu_samples(fn))
                     rows.append({"dtype": str(dt), "round": rnd, "fn": name, "timer": timer, **summary(xs)})
             r = [x for x in rows if x.get("round") == rnd and x["dtype"] == str(dt)]
-            print(f"  {dt} round {rnd}: " + "  ".join(f"{x['fn']}/{x['timer']} {x['median_us']:.2f}" for x in r), flush=True)
+            cells = "  ".join(f"{x['fn']}/{x['timer']} {x['median_us']:.2f}" for x in r)
+            print(f"  {dt} round {rnd}: {cells}", flush=True)
         del graph
     return rows
 
