@@ -37,6 +37,9 @@ MARKER_ENV = "TCOURSE_GRADER_RUN"
 @dataclass
 class Execution:
     cells: dict[str, dict] = field(default_factory=dict)  # cell id -> status line
+    # template/answer cells that did not finish when run again in a fresh kernel (after a case timed out or
+    # crashed): the worker stopped there, so the cases after it have no line
+    rerun_failures: list[dict] = field(default_factory=list)
     budget_exceeded: bool = False
     worker_rc: int | None = None
     worker_stderr: str = ""
@@ -121,17 +124,25 @@ def run(nb: nbformat.NotebookNode, root: Path, device: str, cell_timeout: float,
         ex.worker_peak_rss_mb = float(peak["worker_peak_rss_mb"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    status = root / "ctl" / "status.jsonl"
-    if status.exists():
-        with open(status, encoding="utf-8", errors="replace") as f:
-            for raw in f:
-                try:
-                    line = json.loads(raw)
-                except ValueError:
-                    continue
-                if _valid(line):
-                    ex.cells[line["id"]] = line
+    read_status(root / "ctl" / "status.jsonl", ex)
     return ex
+
+
+def read_status(path: Path, ex: Execution) -> None:
+    """The worker's status lines into ``ex``: a cell's line by its id; the lines of template/answer cells that failed
+    when run again in a fresh kernel (``rerun``) kept apart, so that they do not hide how those cells ran first."""
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for raw in f:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if _valid(line) and line.get("rerun"):
+                ex.rerun_failures.append(line)
+            elif _valid(line):
+                ex.cells[line["id"]] = line
 
 
 @dataclass

@@ -177,6 +177,8 @@ def _verdicts(ex, planned, run: execute.Execution, rp: execute.Replay, root: Pat
         elif cell is None:
             if run.budget_exceeded:
                 tests.append(mk("timeout", "整份作业的时间预算用完了，这个测试没有运行（前面的测试太慢或死循环？）。"))
+            elif run.rerun_failures:
+                tests.append(_blocked(run.rerun_failures[-1], mk, rerun=True))
             elif any(c["status"] == "dead" for c in run.cells.values()):
                 tests.append(mk("crashed", "内核在前面的测试中崩溃了，这个测试没有运行。"))
             else:
@@ -208,13 +210,16 @@ def _verdicts(ex, planned, run: execute.Execution, rp: execute.Replay, root: Pat
     return tests
 
 
-def _blocked(cell: dict, mk) -> TestResult:
+def _blocked(cell: dict, mk, rerun: bool = False) -> TestResult:
+    """The verdict of a case that a template or answer cell stopped; ``rerun``: it stopped when the cells ran again in
+    a fresh kernel, after an earlier case timed out or crashed."""
     who = "你的代码单元" if cell["role"] == "solution" else "模板单元"
+    when = "在前面的测试超时或崩溃、换了新内核重跑时" if rerun else ""
     if cell["status"] == "timeout":
-        return mk("timeout", f"{who} {cell['id']} 超时了（死循环？），测试没有运行。")
+        return mk("timeout", f"{who} {cell['id']} {when}超时了（死循环？），测试没有运行。")
     if cell["status"] == "dead":
-        return mk("crashed", f"{who} {cell['id']} 让内核崩溃了（os._exit、sys.exit 或段错误？），测试没有运行。")
-    return mk("error", f"{who} {cell['id']} 运行出错，测试没有运行：{_last_line(cell['error'])}")
+        return mk("crashed", f"{who} {cell['id']} {when}让内核崩溃了（os._exit、sys.exit 或段错误？），测试没有运行。")
+    return mk("error", f"{who} {cell['id']} {when}运行出错，测试没有运行：{_last_line(cell['error'])}")
 
 
 def _last_line(text: str) -> str:

@@ -155,7 +155,9 @@ def _session(nb, cells, root: Path, cell_timeout: float, log, record_prelude: bo
                     line["error"] = f"memory limit: the kernel's resident memory passed {dog.limit / 2**20:.0f} MiB"
                     line["memory"] = True
                 cell.outputs = []
-                if role == "harness" or record_prelude:
+                if not (role == "harness" or record_prelude) and line["status"] != "ok":
+                    line["rerun"] = n  # a template/answer cell failed in a fresh kernel: the cases after it stop here
+                if role == "harness" or record_prelude or line.get("rerun"):
                     log.write(json.dumps(line) + "\n")
                     log.flush()
                 if role == "harness" and (line["status"] in ("dead", "timeout") or line.get("cuda_lost")):

@@ -191,6 +191,27 @@ def test_build_is_in_sync():
     assert build.build(check=True) == 0
 
 
+def test_an_answer_cell_failing_in_a_fresh_kernel_decides_the_cases_after_it(tmp_path):
+    """After a case times out, the cases left run in a fresh kernel, the template and answer cells first. If the answer
+    cell times out there (a loaded machine can push a slow one over the limit on its second run only), the worker
+    stops, and the cases it never reached are timeouts that say why, not crashes of the grader ("exit 0")."""
+    from grader import execute, plan
+
+    ex = registry.get("ex01_axpy")
+    (tmp_path / "work").mkdir()
+    planned = plan.make_plan(ex, [c for c in ex.cases_for("cpu", 7) if not c.gpu_only], 7, tmp_path / "work", "cpu")
+    lines = [{"id": "ex01-kernel", "role": "solution", "status": "ok", "error": ""},
+             {"id": f"harness-{planned[0].id}", "role": "harness", "status": "timeout", "error": "CellTimeout"},
+             {"id": "ex01-kernel", "role": "solution", "status": "timeout", "error": "CellTimeout", "rerun": 1}]
+    (tmp_path / "status.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    run_ = execute.Execution(worker_rc=0)
+    execute.read_status(tmp_path / "status.jsonl", run_)
+    assert run_.cells["ex01-kernel"]["status"] == "ok" and len(run_.rerun_failures) == 1
+    tests = grade._verdicts(ex, planned, run_, execute.Replay(), tmp_path, "cpu")
+    assert tests[0].status == "timeout" and "死循环" in tests[0].message
+    assert len(tests) > 1 and all(t.status == "timeout" and "换了新内核重跑时超时" in t.message for t in tests[1:])
+
+
 def test_infinite_loop_is_timeout_and_budget_holds(tmp_path):
     path = make_variant(tmp_path, "ex01_axpy", [("    n = x.numel()\n", "    n = x.numel()\n    while True:\n        pass\n")])
     r = run(path, cell_timeout=3, budget=20)
