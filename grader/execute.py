@@ -139,9 +139,11 @@ def read_status(path: Path, ex: Execution) -> None:
                 line = json.loads(raw)
             except ValueError:
                 continue
-            if _valid(line) and line.get("rerun"):
+            if not _valid(line):
+                continue
+            if line.get("rerun"):
                 ex.rerun_failures.append(line)
-            elif _valid(line):
+            else:
                 ex.cells[line["id"]] = line
 
 

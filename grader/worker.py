@@ -157,7 +157,7 @@ def _session(nb, cells, root: Path, cell_timeout: float, log, record_prelude: bo
                 cell.outputs = []
                 if not (role == "harness" or record_prelude) and line["status"] != "ok":
                     line["rerun"] = n  # a template/answer cell failed in a fresh kernel: the cases after it stop here
-                if role == "harness" or record_prelude or line.get("rerun"):
+                if role == "harness" or record_prelude or "rerun" in line:
                     log.write(json.dumps(line) + "\n")
                     log.flush()
                 if role == "harness" and (line["status"] in ("dead", "timeout") or line.get("cuda_lost")):
