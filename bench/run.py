@@ -12,8 +12,11 @@ timed interleaved in one process with ``tcourse.bench.compare`` (do_bench median
 are judged on these), and again with ``timer="gpu_time"`` (the same L2 clearing, calls queued behind
 a GPU sleep so host launch time is not counted: a large gap between the two ratios is host overhead).
 Memory-bound cases also get GB/s with L2 emptied by a read instead of do_bench's memset (``clean_l2``).
-At the end, host microseconds per call of each kernel and of torch's (``bench.host``), since a launch
-path slower than the GPU work shows up in the timings of small problems.
+Then host microseconds per call of each kernel and of torch's (``bench.host``), since a launch
+path slower than the GPU work shows up in the timings of small problems. Last, every case once more with
+``timer="kernel"``: the kernels' own durations from the profiler, without the ~3 µs of event and launch work
+that both event timers count (``tcourse.kernel_time``); last because the profiler slows the launches that
+follow it for a while (``results/h200/issue18/mm1024u.json``).
 Refuses to run under the interpreter or without a GPU.
 """
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 DEFAULT_FAMILIES = ["axpy", "softmax", "matmul", "attention", "fp8", "attention_bwd", "other"]
 HOST_TARGET = 1.5  # our host microseconds per call at most this many times torch's (issue 18)
 GPU_TIME_ROUNDS = 2  # rounds of the second, host-free timing (tcourse.bench.gpu_samples) per case
+KERNEL_TIME_ROUNDS = 2  # rounds of the third timing, kernel durations from the profiler (tcourse.kernel_time)
 
 
 def _poison_allocator(nbytes: int) -> None:
@@ -110,6 +114,28 @@ def run_case(case, rounds: int, ceiling_gbs: float) -> dict:
     return rec
 
 
+def add_kernel_times(case, rec: dict) -> None:
+    """``rec["vs_kernel_time"]``: ours against each baseline by the kernels' own durations (fresh inputs)."""
+    import torch
+
+    from tcourse.bench import compare
+
+    if "error" in rec:
+        return
+    d = case.make()
+    try:
+        rec["vs_kernel_time"] = {
+            bname: compare(lambda: case.ours(d), lambda base=base: base(d), nbytes=case.nbytes, flops=case.flops,
+                           rounds=KERNEL_TIME_ROUNDS, timer="kernel").as_dict()
+            for bname, base in case.baselines.items()}
+    except Exception as e:  # noqa: BLE001 - the case's event timings stand without it
+        rec["kernel_time_error"] = f"{type(e).__name__}: {e}"
+        traceback.print_exc()
+    finally:
+        del d
+        torch.cuda.empty_cache()
+
+
 def summary_rows(records: list[dict]) -> list[dict]:
     rows = []
     for r in records:
@@ -121,6 +147,7 @@ def summary_rows(records: list[dict]) -> list[dict]:
                          "ours_ms": c["ours"]["median_ms"], "torch_ms": c["torch"]["median_ms"],
                          "speedup": c["speedup"], "target": target,
                          "gpu_time_speedup": r.get("vs_gpu_time", {}).get(bname, {}).get("speedup"),
+                         "kernel_time_speedup": r.get("vs_kernel_time", {}).get(bname, {}).get("speedup"),
                          "met": None if target is None else bool(c["speedup"] >= target and r["check"]["ok"]),
                          "of_ceiling": c.get("ours_of_ceiling"), "correct": r["check"]["ok"]})
         if "error" in r:
@@ -130,7 +157,7 @@ def summary_rows(records: list[dict]) -> list[dict]:
 
 def print_table(rows: list[dict]) -> None:
     print(f"\n{'family':<15}{'case':<44}{'baseline':<15}{'ours':>9}{'torch':>9} {'unit':<8}{'ratio':>6}"
-          f"{'target':>7}  met  err  gpu-time ratio")
+          f"{'target':>7}  met  err  gpu-time  kernel-time ratio")
     for r in rows:
         if "error" in r:
             print(f"{r['family']:<15}{r['case']:<44}ERROR {r['error'][:90]}")
@@ -139,7 +166,7 @@ def print_table(rows: list[dict]) -> None:
         met = "-" if r["met"] is None else ("yes" if r["met"] else "NO")
         print(f"{r['family']:<15}{r['case']:<44}{r['baseline']:<15}{r['ours']:9.1f}{r['torch']:9.1f} {r['unit']:<8}"
               f"{r['speedup']:6.2f}{tgt:>7}  {met:<4} {'ok' if r['correct'] else 'WRONG':<5}"
-              f"{r['gpu_time_speedup'] or float('nan'):6.2f}")
+              f"{r['gpu_time_speedup'] or float('nan'):6.2f}{r.get('kernel_time_speedup') or float('nan'):10.2f}")
 
 
 def host_rows(host_us: dict) -> list[dict]:
@@ -168,7 +195,10 @@ def build_result(rt, families, ceiling, rounds, seconds, records, host_us=None) 
         "method": "tcourse.bench.compare: do_bench (L2 cleared per call) medians and p20/p80 over interleaved "
                   "rounds of ours and torch in one process; speedup = torch median / our median. "
                   "vs_gpu_time / gpu_time_speedup: the same comparison with tcourse.bench.gpu_samples (same "
-                  "L2 clearing, calls queued behind a GPU sleep so host launch time is not counted)",
+                  "L2 clearing, calls queued behind a GPU sleep so host launch time is not counted). "
+                  "vs_kernel_time / kernel_time_speedup: the kernels' own durations read from the profiler "
+                  "(tcourse.kernel_time: L2 cleared before each call, no event or launch time), measured after "
+                  "everything else",
         "families": families, "seconds": seconds,
         "host_us_per_call": host_us, "host_summary": host_rows(host_us) if host_us else None,
         "host_method": "bench.host: fewest host us per call over 10 batches of 100 calls issued without "
@@ -184,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", action="store_true", help="also time the alternative kernels")
     ap.add_argument("--match", help="comma-separated substrings: only cases whose name contains one")
     ap.add_argument("--no-host", action="store_true", help="skip the host-microseconds-per-call measurement")
+    ap.add_argument("--no-kernel-time", action="store_true", help="skip the kernel durations from the profiler")
     ap.add_argument("--out", default="results/h200", help="folder for bench_suite.json and bench_*.png")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of ours/torch per case")
     args = ap.parse_args(argv)
@@ -215,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     subset = args.match.split(",") if args.match else None
     name = "bench_suite.json" if set(families) >= set(DEFAULT_FAMILIES) and not subset else \
         f"bench_suite_{'_'.join(families)}{'_subset' if subset else ''}.json"
+    timed = []
     for fam in families:
         for case in cases.FAMILIES[fam]():
             if subset and not any(m in case.name for m in subset):
@@ -223,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             rec = run_case(case, args.rounds, ceiling)
             rec["seconds"] = time.time() - t
             records.append(rec)
+            timed.append((case, rec))
             for row in summary_rows([rec]):
                 if "error" in row:
                     print(f"[{rec['seconds']:5.1f}s] {fam} {case.name}: ERROR {row['error']}", flush=True)
@@ -233,6 +266,12 @@ def main(argv: list[str] | None = None) -> int:
             partial = build_result(rt, families, ceiling, args.rounds, time.time() - t0, records, host_us)
             (out / name).write_text(json.dumps(partial, indent=1))  # a killed run still leaves its data
     host_us = None if args.no_host else host.measure()
+    for case, rec in [] if args.no_kernel_time else timed:
+        add_kernel_times(case, rec)
+        ratios = ", ".join(f"{b} {c['speedup']:.3f}x" for b, c in rec.get("vs_kernel_time", {}).items())
+        print(f"kernel time: {case.family} {case.name}: {ratios or rec.get('kernel_time_error', 'skipped')}", flush=True)
+        (out / name).write_text(json.dumps(build_result(rt, families, ceiling, args.rounds, time.time() - t0, records,
+                                                        host_us), indent=1))
     result = build_result(rt, families, ceiling, args.rounds, time.time() - t0, records, host_us)
     (out / name).write_text(json.dumps(result, indent=1))
     written = [out / name] + plots.write_plots(result, out)

@@ -108,6 +108,11 @@ for step in "${steps[@]}"; do
     fwd8) run probe_fwd8 timeout 200 python3 scripts/probe_issue18.py fwd8 ;;  # S1024 D64 configs for more programs per SM
     fwd9) run probe_fwd9 timeout 300 python3 scripts/probe_issue18.py fwd9 ;;  # the Gluon forward, two programs per SM at D=64
     mm1024t) run probe_mm1024t timeout 300 python3 scripts/probe_issue18.py mm1024t ;;  # 1024^3 timers, round by round
+    mm1024u)  # 1024^3: stock do_bench against one kept flush buffer, addresses, kernel durations; SM clock every 50 ms beside
+      nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 50 > "$LOGS/mm1024u_clocks.csv" &
+      smi=$!
+      run probe_mm1024u timeout 300 python3 scripts/probe_issue18.py mm1024u
+      kill $smi ;;
     fwd10) run probe_fwd10 timeout 300 python3 scripts/probe_issue18.py fwd10 ;;  # 256-row programs, 16 warps, D=64
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;
@@ -149,7 +154,7 @@ for step in "${steps[@]}"; do
     softmax-sweep) run probe_softmax timeout 150 python3 scripts/probe_issue18.py softmax ;;
     record:*)  # one chapter, e.g. record:notebooks/10_backward.ipynb
       run "record_$(basename "${step#record:}" .ipynb)" timeout 300 python3 scripts/record_gpu.py "${step#record:}" ;;
-    bench) run bench_suite timeout 330 python3 -m bench --rounds 5 ;;
+    bench) run bench_suite timeout 540 python3 -m bench --rounds 5 ;;  # the kernel-time pass at the end adds ~90 s
     bench-attention) run bench_suite_attention timeout 200 python3 -m bench --only attention --rounds 5 --no-host ;;  # after an attention-only change
     kernel-tests) run kernel_tests_gpu timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py ;;  # test_kernels_frontier.py is CPU-only (interpreter, CPU tensors)
     kernel-tests-rest)  # the GPU kernel tests that kernel-tests does not reach in its 240 s

@@ -69,7 +69,9 @@ def gpu_samples(fn, *, warmup_ms: int = 25, rep_ms: int = 100, flush: str = "zer
     do_bench records an event, calls ``fn``, records another: when ``fn`` spends more host time than
     the L2-clearing memset before it takes on the GPU, the GPU idles inside the timed interval and the
     host's launch cost is counted as kernel time. Here a GPU sleep is queued first and the calls are
-    enqueued behind it, so the GPU runs them back to back: the samples are the kernel's own time.
+    enqueued behind it, so the GPU runs them back to back: no host time in the samples. The GPU's own work
+    between the two events (processing them, starting the kernel) is still in each sample, about 3 µs on the
+    H200; :mod:`tcourse.kernel_time` reads the kernels' durations without it.
     ``flush="zero"`` clears L2 the way do_bench does (a 256 MB memset, which leaves dirty lines that
     the timed kernel must write back); ``flush="read"`` reads 256 MB instead (clean lines).
     """
@@ -172,12 +174,17 @@ def compare(ours, ref, *, nbytes: int | None = None, flops: int | None = None, c
     Clocks drift on a power-capped GPU (the H200 drops from 1980 to ~1300 MHz under sustained
     matmul), so both kernels see the same conditions; all repeats are pooled into median/p20/p80.
     ``timer="gpu_time"`` uses :func:`gpu_samples` (the same L2 clearing, no host time counted);
-    ``timer="gpu_time_clean_l2"`` does too, emptying L2 by a read instead (``flush="read"``).
+    ``timer="gpu_time_clean_l2"`` does too, emptying L2 by a read instead (``flush="read"``);
+    ``timer="kernel"`` reads the kernels' own durations from the profiler (:mod:`tcourse.kernel_time`: no
+    event or launch time either).
     """
     _require_gpu()
+    from tcourse.kernel_time import kernel_samples
+
     samples = {"do_bench": _samples,
                "gpu_time": lambda fn, w, r: gpu_samples(fn, warmup_ms=w, rep_ms=r),
-               "gpu_time_clean_l2": lambda fn, w, r: gpu_samples(fn, warmup_ms=w, rep_ms=r, flush="read")}[timer]
+               "gpu_time_clean_l2": lambda fn, w, r: gpu_samples(fn, warmup_ms=w, rep_ms=r, flush="read"),
+               "kernel": lambda fn, w, r: kernel_samples(fn)}[timer]
     a, b = [], []
     for _ in range(rounds):
         a += samples(ours, warmup_ms, rep_ms)

@@ -1,4 +1,6 @@
 """The benchmark suite's bookkeeping (bench/run.py), on CPU: no kernel runs here."""
+import pytest
+
 from bench.run import host_rows, print_host_table, print_table, summary_rows
 
 
@@ -7,16 +9,17 @@ def _vs(speedup):
                              "ours": {"median_ms": 1.0}, "torch": {"median_ms": speedup}}}
 
 
-def test_summary_judges_targets_on_do_bench_and_carries_the_gpu_time_ratio(capsys):
+def test_summary_judges_targets_on_do_bench_and_carries_the_other_timers_ratios(capsys):
     rec = {"family": "matmul", "name": "fp16 1024x1024x1024", "targets": {"torch.matmul": 0.8},
-           "check": {"ok": True}, "vs": _vs(0.5), "vs_gpu_time": _vs(0.9)}
+           "check": {"ok": True}, "vs": _vs(0.5), "vs_gpu_time": _vs(0.9), "vs_kernel_time": _vs(0.85)}
     old = {"family": "matmul", "name": "fp16 4096^3", "targets": {"torch.matmul": 1.0},  # recorded before vs_gpu_time
            "check": {"ok": False}, "vs": _vs(1.1)}
     rows = summary_rows([rec, old])
-    assert [(r["met"], r["speedup"], r["gpu_time_speedup"]) for r in rows] == [(False, 0.5, 0.9), (False, 1.1, None)]
+    assert [(r["met"], r["speedup"], r["gpu_time_speedup"], r["kernel_time_speedup"]) for r in rows] == \
+        [(False, 0.5, 0.9, 0.85), (False, 1.1, None, None)]
     print_table(rows)
     out = capsys.readouterr().out
-    assert "0.50   0.80  NO   ok     0.90" in out and "WRONG" in out
+    assert "0.50   0.80  NO   ok     0.90      0.85" in out and "WRONG" in out
 
 
 def test_host_rows_judge_each_kernel_against_one_and_a_half_times_torch(capsys):
@@ -27,3 +30,16 @@ def test_host_rows_judge_each_kernel_against_one_and_a_half_times_torch(capsys):
     print_host_table(host)
     out = capsys.readouterr().out
     assert "1.45  yes" in out and "1.55  NO" in out and "kernel[grid] (bare)" in out
+
+
+def test_kernel_time_groups_the_trace_into_calls_at_each_marker():
+    """tcourse.kernel_time reads a profiler trace: each marker kernel opens a call, a call's time is the sum of its
+    activities' durations (gaps between them not counted), anything before the first marker is dropped."""
+    from tcourse.kernel_time import MARKER, per_call_ms
+
+    trace = [("warm-up kernel", 0.0, 5.0),
+             (MARKER, 10.0, 80.0), ("attn_fwd", 81.0, 87.5),
+             (MARKER, 100.0, 170.0), ("bwd_preprocess", 171.0, 172.0), ("Memset (Device)", 172.5, 173.0),
+             ("bwd_main", 180.0, 190.0),
+             (MARKER, 200.0, 270.0)]
+    assert per_call_ms(list(reversed(trace))) == pytest.approx([0.0065, 0.0115])

@@ -139,9 +139,15 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torc
         raise RuntimeError("the Gluon matmul is written for Hopper (sm_90): wgmma and TMA")
     if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
         raise TypeError(f"fp16 or bf16 inputs of one dtype, got {a.dtype} and {b.dtype}")
+    return launch_matmul(a.contiguous(), b.contiguous(), cfg)
+
+
+def launch_matmul(a: torch.Tensor, b: torch.Tensor, cfg: dict) -> torch.Tensor:
+    """:func:`matmul` without its checks, for a caller that has made them (``tcourse.kernels.matmul`` at 1024^3,
+    where host time is as long as the GPU's): ``a`` and ``b`` contiguous, fp16 or bf16 of one dtype, on a Hopper
+    GPU, ``cfg`` a whole config (every key of ``DEFAULT_CONFIG``)."""
     (M, K), N = a.shape, b.shape[1]
     c = a.new_empty((M, N))
-    a, b = a.contiguous(), b.contiguous()
     pkey = (a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K, a.dtype, current_device(), *cfg.values())
     plan = _PLANS.get(pkey)
     if plan is not None and plan():

@@ -261,6 +261,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if tma_available(a) and a.shape[0] * a.shape[1] * b.shape[1] >= TMA_MIN_MNK:
         return _tma(a, b, None)
     gluon = _gluon_matmul(a, b)
-    if gluon is not None:
-        return gluon.matmul(a, b, GLUON_CONFIG)
+    if gluon is not None:  # _check and _gluon_matmul made gluon_matmul.matmul's checks
+        return gluon.launch_matmul(a, b, GLUON_CONFIG)
     return _blocked(a, b, None)
