@@ -60,6 +60,18 @@ def _samples(fn, warmup_ms: int, rep_ms: int) -> list[float]:
 
 
 _FLUSH: dict = {}
+FLUSH_WORDS = 2**26  # 256 MB of int32, the size do_bench clears
+
+
+def flush_buffer():
+    """The 256 MB int32 CUDA buffer that clears L2 before each timed call, allocated once per process."""
+    if "buf" not in _FLUSH:
+        import torch
+
+        _FLUSH["buf"] = torch.empty(FLUSH_WORDS, dtype=torch.int32, device="cuda")
+    return _FLUSH["buf"]
+
+
 QUEUE_CHUNK = 32  # calls enqueued behind one GPU sleep (4 queue entries each: well below CUDA's queue depth)
 
 
@@ -82,9 +94,7 @@ def gpu_samples(fn, *, warmup_ms: int = 25, rep_ms: int = 100, flush: str = "zer
 
     import torch
 
-    if "buf" not in _FLUSH:
-        _FLUSH["buf"] = torch.empty(2**26, dtype=torch.int32, device="cuda")
-    buf = _FLUSH["buf"]
+    buf = flush_buffer()
     clear = buf.zero_ if flush == "zero" else (lambda: buf.max())
 
     fn()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-FLUSH_WORDS = 2**26  # 256 MB of int32, the size do_bench clears
 FLUSH_BLOCK = 8192
 
 
@@ -41,21 +40,21 @@ def per_call_ms(events) -> list[float]:
 
 def kernel_samples(fn, *, calls: int = 100, warmup: int = 3) -> list[float]:
     """Milliseconds of kernel time per call of ``fn`` (see the module docstring), ``calls`` samples."""
-    from tcourse.bench import _require_gpu
+    from tcourse.bench import _require_gpu, flush_buffer
 
     _require_gpu()
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    buf = torch.empty(FLUSH_WORDS, dtype=torch.int32, device="cuda")
-    grid = (triton.cdiv(FLUSH_WORDS, FLUSH_BLOCK),)
+    buf = flush_buffer()
+    grid = (triton.cdiv(buf.numel(), FLUSH_BLOCK),)
     for _ in range(warmup):
-        flush_l2_marker_kernel[grid](buf, FLUSH_WORDS, BLOCK=FLUSH_BLOCK)
+        flush_l2_marker_kernel[grid](buf, buf.numel(), BLOCK=FLUSH_BLOCK)
         fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
-            flush_l2_marker_kernel[grid](buf, FLUSH_WORDS, BLOCK=FLUSH_BLOCK)
+            flush_l2_marker_kernel[grid](buf, buf.numel(), BLOCK=FLUSH_BLOCK)
             fn()
         torch.cuda.synchronize()
     events = [(e.name, e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type.name == "CUDA"]
