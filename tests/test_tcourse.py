@@ -91,21 +91,24 @@ def test_installed_versions_are_inside_requirements():
     assert versions.out_of_range(versions.installed()) == []
 
 
-def test_bench_refuses_to_time_on_cpu():
+def test_bench_refuses_to_time_on_cpu(monkeypatch):
+    """monkeypatch puts TRITON_INTERPRET back as it was: a module that ran tcourse.setup() (which sets it on
+    CPU) before this test still needs it afterwards (test_kernels_frontier's sm_90 compiles did)."""
     from tcourse import bench
 
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
+    with monkeypatch.context() as m:
+        m.setenv("TRITON_INTERPRET", "1")
         with pytest.raises(bench.NeedsGPU, match="interpreter"):
             bench.compare(lambda: None, lambda: None, nbytes=1)
         with pytest.raises(bench.NeedsGPU):
             bench.time_fn(lambda: None)
         with pytest.raises(bench.NeedsGPU):
             bench.gpu_samples(lambda: None)
-    finally:
-        del os.environ["TRITON_INTERPRET"]
-    with pytest.raises(bench.NeedsGPU, match="no CUDA GPU"):
-        bench.hbm_ceiling_gbs()
+        with pytest.raises(bench.NeedsGPU, match="interpreter"):
+            bench.compare(lambda: None, lambda: None, timer="kernel")
+        m.delenv("TRITON_INTERPRET")
+        with pytest.raises(bench.NeedsGPU, match="no CUDA GPU"):
+            bench.hbm_ceiling_gbs()
 
 
 def test_timing_statistics_and_comparison_units():
