@@ -1330,13 +1330,198 @@ def fwd10() -> list:
     return _fwd_against_cudnn(((1024, 64, False), (4096, 64, False), (4096, 64, True)), variants, rounds=5, gate=1e-3)
 
 
+# -- session 19: the 1024^3 matmul with its K loop split between two MMA warpgroups ----------------------------------
+
+from triton.experimental import gluon  # noqa: E402 - the session-19 kernel below is Gluon
+from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma  # noqa: E402
+
+from tcourse.kernels.gluon_matmul import LOADER_REGS, LOADER_WARPS, _mma, _tma_load, _tma_store  # noqa: E402
+
+# matmul_splitk_kernel: a copy of ``gluon_matmul.matmul_ws_kernel`` whose K loop is shared by two MMA warpgroups:
+# warpgroup 0 (the default partition) multiplies the even K steps, warpgroup 1 (a worker) the odd ones, each from its
+# own ring of STAGES buffers that the 1-warp loader fills alternately; warpgroup 1 leaves its fp32 partial sum in
+# shared memory and warpgroup 0 adds it before the epilogue. At 1024^3 each SM holds one 64x128 tile whose 16 K steps
+# one warpgroup runs one after the other; split, each chain is 8 steps long. Needs an even number of K steps.
+
+
+@gluon.jit
+def _loader_split(a_desc, b_desc, a0, b0, a1, b1, ready0, empty0, ready1, empty1, off_m, off_n, k_tiles):
+    BK: gl.constexpr = a0.shape[2]
+    STAGES: gl.constexpr = a0.shape[0]
+    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    for i in range(k_tiles // 2):
+        s = i % STAGES
+        phase = ((i // STAGES) & 1) ^ 1
+        mbarrier.wait(empty0.index(s), phase)
+        mbarrier.expect(ready0.index(s), nbytes)
+        _tma_load(a_desc, [off_m, 2 * i * BK], ready0.index(s), a0.index(s))
+        _tma_load(b_desc, [2 * i * BK, off_n], ready0.index(s), b0.index(s))
+        mbarrier.wait(empty1.index(s), phase)
+        mbarrier.expect(ready1.index(s), nbytes)
+        _tma_load(a_desc, [off_m, (2 * i + 1) * BK], ready1.index(s), a1.index(s))
+        _tma_load(b_desc, [(2 * i + 1) * BK, off_n], ready1.index(s), b1.index(s))
+
+
+@gluon.jit
+def _mma_sum(a_bufs, b_bufs, ready, empty, k_half, acc, red, red_bar):
+    acc = _mma(a_bufs, b_bufs, ready, empty, k_half, acc)[0]
+    mbarrier.wait(red_bar, 0)
+    acc = acc + red.load(acc.type.layout)
+    return (acc,)
+
+
+@gluon.jit
+def _mma_part(a_bufs, b_bufs, ready, empty, k_half, red, red_bar):
+    BM: gl.constexpr = red.shape[0]
+    BN: gl.constexpr = red.shape[1]
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                     instr_shape=[16, BN, 16])
+    acc = gl.zeros((BM, BN), gl.float32, layout)
+    acc = _mma(a_bufs, b_bufs, ready, empty, k_half, acc)[0]
+    red.store(acc)
+    gl.thread_barrier()  # all four warps' stores before the one arrival
+    mbarrier.arrive(red_bar, count=1)
+
+
+@gluon.jit
+def matmul_splitk_kernel(a_desc, b_desc, c_desc, K, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                         STAGES: gl.constexpr, PART_REGS: gl.constexpr):
+    off_m = gl.program_id(0) * BM
+    off_n = gl.program_id(1) * BN
+    k_tiles = gl.cdiv(K, BK)
+    dtype: gl.constexpr = a_desc.dtype
+    a0 = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
+    b0 = gl.allocate_shared_memory(dtype, [STAGES, BK, BN], b_desc.layout)
+    a1 = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
+    b1 = gl.allocate_shared_memory(dtype, [STAGES, BK, BN], b_desc.layout)
+    red_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2)
+    red = gl.allocate_shared_memory(gl.float32, [BM, BN], red_layout)
+    ready0 = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty0 = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    ready1 = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty1 = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    red_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready0.index(s), count=1)
+        mbarrier.init(empty0.index(s), count=1)
+        mbarrier.init(ready1.index(s), count=1)
+        mbarrier.init(empty1.index(s), count=1)
+    mbarrier.init(red_bar, count=1)
+    fence_async_shared()
+    mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, BN, 16])
+    acc = gl.zeros((BM, BN), gl.float32, mma_layout)
+    k_half = k_tiles // 2
+    acc = gl.warp_specialize([(_mma_sum, (a0, b0, ready0, empty0, k_half, acc, red, red_bar)),
+                              (_mma_part, (a1, b1, ready1, empty1, k_half, red, red_bar)),
+                              (_loader_split, (a_desc, b_desc, a0, b0, a1, b1, ready0, empty0, ready1, empty1,
+                                               off_m, off_n, k_tiles))],
+                             [4, LOADER_WARPS], [PART_REGS, LOADER_REGS])[0]
+    c_smem = gl.allocate_shared_memory(dtype, [BM, BN], c_desc.layout)
+    c_smem.store(acc.to(dtype))
+    fence_async_shared()
+    _tma_store(c_desc, [off_m, off_n], c_smem)
+    tma.store_wait(0)
+
+
+SPLITK_CONFIGS = {"splitk BK64 2x4": {"BK": 64, "STAGES": 4}, "splitk BK64 2x3": {"BK": 64, "STAGES": 3},
+                  "splitk BK128 2x2": {"BK": 128, "STAGES": 2}, "splitk BK32 2x8": {"BK": 32, "STAGES": 8}}
+
+
+def _splitk_fn(a, b, cfg, c=None):
+    """A call of the split-K kernel on ``a @ b`` (64x128 tiles) writing into ``c``, with its descriptors built
+    once: the returned function launches through ``_launch.Launcher`` as the public Gluon matmul does."""
+    from tcourse.kernels import gluon_matmul as GM
+    from tcourse.kernels._launch import Launcher
+
+    global _SPLITK_LAUNCH
+    if "_SPLITK_LAUNCH" not in globals():
+        _SPLITK_LAUNCH = Launcher(matmul_splitk_kernel)
+    (M, K), N = a.shape, b.shape[1]
+    c = a.new_empty((M, N)) if c is None else c
+    args = (*GM.descriptors(a, b, c, 64, 128, cfg["BK"]), K)
+    meta = {"BM": 64, "BN": 128, "BK": cfg["BK"], "STAGES": cfg["STAGES"], "PART_REGS": 168, "num_warps": 4}
+    grid = (M // 64, N // 128)
+
+    def call():
+        _SPLITK_LAUNCH(grid, args, meta)
+        return c
+    return call
+
+
+def mm1024scheck() -> list:
+    """Session 19: the split-K Gluon matmul (``_splitk_kernel``) in each config against fp64, fresh inputs each
+    case (1024^3, 1024x1024x2048, 2048x1024x512, 1024x2048x256; fp16 and bf16); hand-written barriers, so the
+    session step runs it under a time limit before ``mm1024s``."""
+    rows: list = []
+    for dt in (torch.float16, torch.bfloat16):
+        for M, N, K in ((1024, 1024, 1024), (1024, 1024, 2048), (2048, 1024, 512), (1024, 2048, 256)):
+            for name, cfg in SPLITK_CONFIGS.items():
+                for trial in range(2):
+                    a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
+                    def one(a=a, b=b, cfg=cfg):
+                        out = _splitk_fn(a, b, cfg)()
+                        torch.cuda.synchronize()
+                        err = _rel(out, a.double() @ b.double())
+                        return {"err": err, "ok": bool(err < 2e-2 and torch.isfinite(out).all())}
+                    _guard(rows, {"dtype": str(dt), "mnk": [M, N, K], "kernel": name, "trial": trial}, one)
+    print("all ok:", all(r.get("ok") for r in rows), flush=True)
+    return rows
+
+
+def mm1024s() -> list:
+    """Session 19: 1024^3, the split-K Gluon matmul in each config beside the public ``matmul`` (the one-warpgroup
+    Gluon kernel, 64x128x64, 8 stages) and torch; do_bench, then GPU time, then kernel time (the profiler last, as in
+    the suite: it disturbs event timings for seconds); 5, 5 and 3 interleaved rounds; fp16 and bf16."""
+    from tcourse.kernels import matmul_kernels as M
+
+    rows: list = []
+    for timer, rounds in (("do_bench", 5), ("gpu_time", 5), ("kernel", 3)):
+        for dt in (torch.float16, torch.bfloat16):
+            a, b = (torch.randn(1024, 1024, device="cuda", dtype=dt) for _ in range(2))
+            variants = {"public matmul": lambda: M.matmul(a, b),
+                        **{name: _splitk_fn(a, b, cfg) for name, cfg in SPLITK_CONFIGS.items()}}
+            for name, fn in variants.items():
+                _guard(rows, {"timer": timer, "dtype": str(dt), "kernel": name},
+                       lambda fn=fn: _cmp(fn, lambda: a @ b, timer=timer, rounds=rounds))
+    return rows
+
+
+def mm1024n() -> list:
+    """Session 19, after ``mm1024s``: there the time fell as the ring held more bytes (split K, 2 x 3 stages of 24 KB:
+    7.6 us; 2 x 4: 6.9 us), so the public Gluon kernel's 8 stages (192 KB, half of K) may be too few. 9 stages of
+    64x128x64 (216 KB; C's staging buffer already shares the ring's memory: 221 KB in all, Triton 3.6 offline) beside
+    the public ``matmul`` (8 stages): checked against fp64 on fresh inputs (1024^3 and K = 2048, 4096, where the
+    ring wraps unevenly), then do_bench, GPU time and kernel time, 5, 5 and 3 interleaved rounds, fp16 and bf16."""
+    from tcourse.kernels import gluon_matmul as GM, matmul_kernels as M
+
+    nine = {**M.GLUON_CONFIG, "STAGES": 9}
+    rows: list = []
+    for dt in (torch.float16, torch.bfloat16):
+        for K in (1024, 2048, 4096):
+            a, b = torch.randn(1024, K, device="cuda", dtype=dt), torch.randn(K, 1024, device="cuda", dtype=dt)
+            _guard(rows, {"check": "9 stages", "dtype": str(dt), "K": K},
+                   lambda a=a, b=b: {"err": _rel(GM.matmul(a, b, nine), a.double() @ b.double())})
+    for timer, rounds in (("do_bench", 5), ("gpu_time", 5), ("kernel", 3)):
+        for dt in (torch.float16, torch.bfloat16):
+            a, b = (torch.randn(1024, 1024, device="cuda", dtype=dt) for _ in range(2))
+            variants = {"public matmul (8 stages)": lambda: M.matmul(a, b), "9 stages": lambda: GM.matmul(a, b, nine),
+                        "public matmul again": lambda: M.matmul(a, b)}
+            for name, fn in variants.items():
+                _guard(rows, {"timer": timer, "dtype": str(dt), "kernel": name},
+                       lambda fn=fn: _cmp(fn, lambda: a @ b, timer=timer, rounds=rounds))
+    return rows
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
          "gbwd6": gbwd6, "mm1024": mm1024, "gmmhost": gmmhost, "gattnhost": gattnhost, "gbwd7check": gbwd7check,
          "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8, "gbwd11check": gbwd11check,
          "gbwd11": gbwd11, "fwd6": fwd6, "mm8192": mm8192, "fwd7": fwd7, "mm1024b": mm1024b, "fwd8": fwd8, "fwd9": fwd9,
-         "mm1024t": mm1024t, "fwd10": fwd10, "mm1024u": mm1024u}
+         "mm1024t": mm1024t, "fwd10": fwd10, "mm1024u": mm1024u,
+         "mm1024scheck": mm1024scheck, "mm1024s": mm1024s, "mm1024n": mm1024n}
 
 
 def main(argv: list[str]) -> int:
