@@ -117,6 +117,7 @@ for step in "${steps[@]}"; do
       run probe_mm1024scheck timeout 150 python3 scripts/probe_issue18.py mm1024scheck
       grep -q "all ok: True" results/h200/logs/probe_mm1024scheck.log && run probe_mm1024s timeout 330 python3 scripts/probe_issue18.py mm1024s ;;
     mm1024n) run probe_mm1024n timeout 300 python3 scripts/probe_issue18.py mm1024n ;;  # 1024^3: a 9-stage ring
+    l2p) run probe_l2p timeout 420 python3 scripts/probe_issue18.py l2p ;;  # the TMA maps' L2 promotion, 128B / 256B / none
     fwd10) run probe_fwd10 timeout 300 python3 scripts/probe_issue18.py fwd10 ;;  # 256-row programs, 16 warps, D=64
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;

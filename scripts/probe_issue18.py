@@ -1514,6 +1514,114 @@ def mm1024n() -> list:
     return rows
 
 
+class _L2Promotion:
+    """Triton 3.6 builds every CUtensorMap with ``CU_TENSOR_MAP_L2_PROMOTION_L2_128B`` (``fill_tma_descriptor`` in
+    its driver.c). This wraps that function: while ``value`` is set, each map Triton builds is encoded again
+    (``cuTensorMapEncodeTiled`` from libcuda through ctypes, into a scratch buffer) with that promotion and copied
+    over the map in the Python object (at offset 128). Before that it encodes the map with Triton's own parameters
+    and checks that those bytes are the ones at that offset, which checks the offset and the argument order."""
+
+    def __init__(self):
+        import ctypes
+
+        self.ct = ctypes
+        self.utils = triton.runtime.driver.active.utils
+        self.triton_fill = self.utils.fill_tma_descriptor
+        self.encode_tiled = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+        self.scratch = ctypes.create_string_buffer(256)  # a CUtensorMap is 128 bytes, 64-byte aligned
+        self.at = (ctypes.addressof(self.scratch) + 127) // 128 * 128
+        self.value = None
+        self.maps = 0
+        self.utils.fill_tma_descriptor = self.fill
+
+    def _encode(self, promotion, addr, swizzle, elem_size, elem_type, block, shape, strides, padding) -> bytes:
+        """The map Triton's driver.c would encode, with ``promotion``, built in a scratch buffer."""
+        ct, rank = self.ct, len(block)
+        box = (ct.c_uint32 * 5)(*[block[rank - 1 - i] for i in range(rank)])
+        dims = (ct.c_uint64 * 5)(*[shape[rank - 1 - i] for i in range(rank)])
+        byte_strides = (ct.c_uint64 * 5)(*[elem_size * strides[rank - 2 - i] for i in range(rank - 1)])
+        ones = (ct.c_uint32 * 5)(1, 1, 1, 1, 1)
+        res = self.encode_tiled(ct.c_void_p(self.at), ct.c_int(elem_type), ct.c_uint32(rank), ct.c_void_p(addr),
+                                dims, byte_strides, box, ones, ct.c_int(0), ct.c_int(swizzle), ct.c_int(promotion),
+                                ct.c_int(1 if padding == 1 else 0))
+        if res != 0:
+            raise RuntimeError(f"cuTensorMapEncodeTiled returned {res}")
+        return ct.string_at(self.at, 128)
+
+    def fill(self, *args):
+        obj = self.triton_fill(*args)
+        if self.value is None:
+            return obj
+        # CU_TENSOR_MAP_L2_PROMOTION_L2_128B, as Triton encodes it: must be the bytes at the offset we write to
+        if self._encode(2, *args) != self.ct.string_at(id(obj) + 128, 128):
+            raise RuntimeError("encoding with Triton's parameters gave other bytes: offset or arguments wrong")
+        self.ct.memmove(id(obj) + 128, self._encode(self.value, *args), 128)
+        self.maps += 1
+        return obj
+
+
+L2_PROMOTIONS = {"L2 128B (Triton's)": None, "L2 256B": 3, "no promotion": 0}
+
+
+def l2p() -> list:
+    """Session 19: the TMA descriptors' L2 promotion. A 64x64 fp16 tile of a row-major A is 64 rows of 128 bytes;
+    promoted to 256 bytes, each DRAM fetch also brings the next K step's half row into L2 (libraries built on CUTLASS
+    often encode 256B). The public ``matmul`` (1024^3: the Gluon kernel; 4096^3: the persistent TMA kernel) and
+    ``attention`` (the Triton TMA kernel at D=64) with their maps encoded each way (``_L2Promotion``), each on inputs
+    of its own so that each keeps its maps; checked, then do_bench, GPU time and kernel time (5, 5 and 3 interleaved
+    rounds) against torch."""
+    import torch.nn.functional as F
+
+    from tcourse.kernels import attention_kernels as A, matmul_kernels as M
+
+    promo = _L2Promotion()
+
+    def built(make, value):
+        promo.value = value
+        try:
+            fn = make()
+            fn()  # the first call builds (and caches) this variant's maps
+            torch.cuda.synchronize()
+        finally:
+            promo.value = None
+        return fn
+
+    problems = []
+    for n, dt in ((1024, torch.float16), (1024, torch.bfloat16), (4096, torch.float16), (4096, torch.bfloat16)):
+        a, b = (torch.randn(n, n, device="cuda", dtype=dt) for _ in range(2))
+        ref = (a.double() @ b.double()).float()
+
+        def make(a=a, b=b):
+            a2, b2 = a.clone(), b.clone()
+            return lambda: M.matmul(a2, b2)
+        problems.append(({"problem": f"matmul {n}^3", "dtype": str(dt)}, make, ref, lambda a=a, b=b: a @ b))
+    for S, causal in ((1024, False), (4096, True)):
+        q, k, v = (torch.randn(4, 32, S, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        def make(q=q, k=k, v=v, causal=causal):
+            q2, k2, v2 = q.clone(), k.clone(), v.clone()
+            return lambda: A.attention(q2, k2, v2, causal)
+        problems.append(({"problem": f"attention S{S} D64" + (" causal" if causal else ""), "dtype": "torch.float16"},
+                         make, ref, lambda q=q, k=k, v=v, causal=causal: F.scaled_dot_product_attention(
+                             q, k, v, is_causal=causal)))
+    rows: list = []
+    fns = {}
+    for label, make, ref, theirs in problems:
+        for name, value in L2_PROMOTIONS.items():
+            before = promo.maps
+            fn = built(make, value)
+            fns[(label["problem"], label["dtype"], name)] = (fn, theirs)
+            rows.append({**label, "variant": name, "check_err": _rel(fn(), ref), "maps_encoded": promo.maps - before})
+            print(f"  {label} {name}: err {rows[-1]['check_err']:.1e}, maps re-encoded {rows[-1]['maps_encoded']}",
+                  flush=True)
+    for timer, rounds in (("do_bench", 5), ("gpu_time", 5), ("kernel", 3)):
+        for (problem, dtype, name), (fn, theirs) in fns.items():
+            _guard(rows, {"timer": timer, "problem": problem, "dtype": dtype, "variant": name},
+                   lambda fn=fn, theirs=theirs: _cmp(fn, theirs, timer=timer, rounds=rounds))
+    return rows
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
@@ -1521,7 +1629,7 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8, "gbwd11check": gbwd11check,
          "gbwd11": gbwd11, "fwd6": fwd6, "mm8192": mm8192, "fwd7": fwd7, "mm1024b": mm1024b, "fwd8": fwd8, "fwd9": fwd9,
          "mm1024t": mm1024t, "fwd10": fwd10, "mm1024u": mm1024u,
-         "mm1024scheck": mm1024scheck, "mm1024s": mm1024s, "mm1024n": mm1024n}
+         "mm1024scheck": mm1024scheck, "mm1024s": mm1024s, "mm1024n": mm1024n, "l2p": l2p}
 
 
 def main(argv: list[str]) -> int:
