@@ -118,6 +118,11 @@ for step in "${steps[@]}"; do
       grep -q "all ok: True" results/h200/logs/probe_mm1024scheck.log && run probe_mm1024s timeout 330 python3 scripts/probe_issue18.py mm1024s ;;
     mm1024n) run probe_mm1024n timeout 300 python3 scripts/probe_issue18.py mm1024n ;;  # 1024^3: a 9-stage ring
     l2p) run probe_l2p timeout 420 python3 scripts/probe_issue18.py l2p ;;  # the TMA maps' L2 promotion, 128B / 256B / none
+    ncu-attn)  # Nsight Compute on the S1024 D64 forward: cuDNN's kernel, ours (Triton TMA) and the pipelined Gluon one
+      ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+      run ncu_attention_S1024_D64 timeout 200 "$ncu" --clock-control none --section SpeedOfLight --section LaunchStats \
+        --section Occupancy --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
+        --section MemoryWorkloadAnalysis --kernel-name regex:'sdpa|attention' --launch-count 6 python3 scripts/profile_attention.py ;;
     fwd10) run probe_fwd10 timeout 300 python3 scripts/probe_issue18.py fwd10 ;;  # 256-row programs, 16 warps, D=64
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;
