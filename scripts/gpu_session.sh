@@ -123,6 +123,12 @@ for step in "${steps[@]}"; do
       run ncu_attention_S1024_D64 timeout 200 "$ncu" --clock-control none --section SpeedOfLight --section LaunchStats \
         --section Occupancy --section ComputeWorkloadAnalysis --section SchedulerStats --section WarpStateStats \
         --section MemoryWorkloadAnalysis --kernel-name regex:'sdpa|attention' --launch-count 6 python3 scripts/profile_attention.py ;;
+    fwd11)  # the Gluon forward with its P V wait held after the softmax (PIN_WAIT): checked, time-limited, then timed
+      run probe_fwd11check timeout 150 python3 scripts/probe_issue18.py fwd11check
+      grep -q "all ok: True" results/h200/logs/probe_fwd11check.log && run probe_fwd11 timeout 400 python3 scripts/probe_issue18.py fwd11 ;;
+    gbwd12)  # the Gluon backward with dP^T's wait held after the exponentials (PIN_WAIT): checked, time-limited, then timed
+      run probe_gbwd12check timeout 200 python3 scripts/probe_issue18.py gbwd12check
+      grep -q "'ok': False" results/h200/logs/probe_gbwd12check.log || run probe_gbwd12 timeout 300 python3 scripts/probe_issue18.py gbwd12 ;;
     fwd10) run probe_fwd10 timeout 300 python3 scripts/probe_issue18.py fwd10 ;;  # 256-row programs, 16 warps, D=64
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;

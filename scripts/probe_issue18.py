@@ -645,6 +645,24 @@ def gbwd11() -> list:
     return rows
 
 
+PIN = {"PIN_WAIT": True}
+
+
+def gbwd12check() -> list:
+    """Session 20: the Gluon backward with dP^T's wait held after the exponentials (``PIN_WAIT``) against fp32 SDPA's
+    gradients, on the gbwd and gbwd11 cases."""
+    return _gluon_bwd_check(list(_gbwd_cases()) + list(_gbwd11_cases()), lambda D: [("pin", PIN)])
+
+
+def gbwd12() -> list:
+    """``PIN_WAIT`` against the default, each twice, beside SDPA's backward (GPU time, 5 rounds, B4 H32 S4096 fp16)."""
+    rows: list = []
+    for D, causal, timed in _bwd_problems():
+        for label, cfg in (("default", None), ("pin", PIN)) * 2:
+            timed(rows, label, 5, 30, gluon=True, gluon_config=cfg)
+    return rows
+
+
 def mm1024() -> list:
     """Session 12: the Gluon warp-specialised matmul at 1024^3 in cuBLAS's shape (ncu, session 11: cuBLAS runs
     nvjet 128x64 tiles, K steps of 64, 8 stages, 3 warpgroups; ours 64x128x128, 1 warpgroup, 7.8 against 7.0 us),
@@ -1310,6 +1328,51 @@ def fwd9() -> list:
     return _fwd_against_cudnn(((1024, 64, False), (4096, 64, False)), variants, rounds=5, gate=1e-3)
 
 
+def fwd11check() -> list:
+    """Session 20: the pipelined Gluon forward with the P V wait held after the softmax (``PIN_WAIT`` 1: a fence, 2: a
+    dependent shared-memory load), with and without ping-pong, against fp32 SDPA on the fwd2check cases
+    (hand-written barriers: run first, with a time limit)."""
+    import torch.nn.functional as F
+
+    from tcourse.kernels import gluon_attention_pipelined as P
+
+    rows = []
+    for B, H, S, D, causal, dt in _pipelined_cases():
+        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dt) for _ in range(3))
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+        for cfg in ({"PIN_WAIT": 1}, {"PIN_WAIT": 2}, {"PIN_WAIT": 2, "PINGPONG": True},
+                    {"PIN_WAIT": 2, "PINGPONG": False}):
+            label = {"B": B, "H": H, "S": S, "D": D, "causal": causal, "dtype": str(dt), "cfg": cfg}
+            try:
+                out = P.attention(q, k, v, causal=causal, config=cfg)
+                torch.cuda.synchronize()
+                err = float((out.float() - ref).abs().max())
+                rows.append({**label, "max_abs_err": err, "rel_err": _rel(out, ref), "ok": err < 2e-2})
+            except Exception as e:  # noqa: BLE001
+                rows.append({**label, "ok": False, "error": str(e)[:300]})
+            print(" ", rows[-1], flush=True)
+    print("all ok:", all(r["ok"] for r in rows), flush=True)
+    return rows
+
+
+def fwd11() -> list:
+    """Session 20: ``PIN_WAIT`` (above) on the suite's 8 fp16 shapes: the Gluon kernel's default, the wait held by a
+    fence, by a load, by a load with ping-pong switched, the Triton TMA kernel and the public ``attention``; checked
+    against SDPA (gate 1e-3), GPU time against cuDNN, 5 interleaved rounds."""
+    from tcourse.kernels import attention_kernels as A
+    from tcourse.kernels import gluon_attention_pipelined as P
+
+    def variants(q, k, v, causal):
+        pp = P.CONFIGS[q.shape[3]]["PINGPONG"]
+        return {"gluon": lambda: P.attention(q, k, v, causal),
+                "gluon fence": lambda: P.attention(q, k, v, causal, config={"PIN_WAIT": 1}),
+                "gluon load": lambda: P.attention(q, k, v, causal, config={"PIN_WAIT": 2}),
+                "gluon load alt": lambda: P.attention(q, k, v, causal, config={"PIN_WAIT": 2, "PINGPONG": not pp}),
+                "triton_tma": lambda: A.attention_tma(q, k, v, causal),
+                "public": lambda: A.attention(q, k, v, causal)}
+    return _fwd_against_cudnn(FWD_SHAPES, variants, rounds=5, gate=1e-3)
+
+
 FWD10_CONFIGS = {"256x64 s3 w16": {"BM": 256, "BN": 64, "num_stages": 3, "num_warps": 16},
                  "256x64 s2 w16": {"BM": 256, "BN": 64, "num_stages": 2, "num_warps": 16},
                  "256x64 s4 w16": {"BM": 256, "BN": 64, "num_stages": 4, "num_warps": 16},
@@ -1629,7 +1692,8 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "gbwd7": gbwd7, "gbwd8check": gbwd8check, "gbwd8": gbwd8, "gbwd11check": gbwd11check,
          "gbwd11": gbwd11, "fwd6": fwd6, "mm8192": mm8192, "fwd7": fwd7, "mm1024b": mm1024b, "fwd8": fwd8, "fwd9": fwd9,
          "mm1024t": mm1024t, "fwd10": fwd10, "mm1024u": mm1024u,
-         "mm1024scheck": mm1024scheck, "mm1024s": mm1024s, "mm1024n": mm1024n, "l2p": l2p}
+         "mm1024scheck": mm1024scheck, "mm1024s": mm1024s, "mm1024n": mm1024n, "l2p": l2p,
+         "fwd11check": fwd11check, "fwd11": fwd11, "gbwd12check": gbwd12check, "gbwd12": gbwd12}
 
 
 def main(argv: list[str]) -> int:
