@@ -649,8 +649,9 @@ PIN = {"PIN_WAIT": True}
 
 
 def gbwd12check() -> list:
-    """Session 20: the Gluon backward with dP^T's wait held after the exponentials (``PIN_WAIT``) against fp32 SDPA's
-    gradients, on the gbwd and gbwd11 cases."""
+    """Session 20: the Gluon backward with dP^T's wait held after the exponentials (``PIN_WAIT``: a shared-memory
+    load per 4 values, its address depending on them) against fp32 SDPA's gradients, on the gbwd and gbwd11 cases.
+    Runs at commit 49cacba, the only one with ``PIN_WAIT``."""
     return _gluon_bwd_check(list(_gbwd_cases()) + list(_gbwd11_cases()), lambda D: [("pin", PIN)])
 
 
@@ -1331,7 +1332,8 @@ def fwd9() -> list:
 def fwd11check() -> list:
     """Session 20: the pipelined Gluon forward with the P V wait held after the softmax (``PIN_WAIT`` 1: a fence, 2: a
     dependent shared-memory load), with and without ping-pong, against fp32 SDPA on the fwd2check cases
-    (hand-written barriers: run first, with a time limit)."""
+    (hand-written barriers: run first, with a time limit). Runs at commit 49cacba, the only one with ``PIN_WAIT``
+    (run 1, ``fwd11_run1.json``, at a state before it with only the fence, as ``PIN_WAIT=True``)."""
     import torch.nn.functional as F
 
     from tcourse.kernels import gluon_attention_pipelined as P

@@ -1,5 +1,7 @@
 """Chapters 8-10's kernels on CPU: interpreter correctness on small odd shapes, float64 gradients against
 torch autograd, and the Gluon matmul's real sm_90 compile (layouts, partitions, shared-memory budget)."""
+import re
+
 import pytest
 import torch
 
@@ -178,7 +180,10 @@ def test_gluon_shared_layouts_are_computed_once_and_equal_the_default():
 @pytest.mark.parametrize("causal", [False, True])
 def test_pipelined_gluon_attention_compiles_for_sm90(causal):
     """Three partitions, asynchronous wgmma with one group left in flight (Q K^T waited for while P V
-    runs), no spills, and the shared memory its ``supports`` check counts."""
+    runs), no spills, and the shared memory its ``supports`` check counts. Where the exponentials land, as
+    chapter 9.7 prints it: ptxas moves the wait for P V ahead of the softmax, so none of a step's 66
+    ``MUFU.EX2`` (64 for P, two for alpha) sit between wait(1) and wait(0) (a newer ptxas that keeps them there
+    fails this test, and the chapter's paragraph and the module docstring need their measurement again)."""
     P = pytest.importorskip("tcourse.kernels.gluon_attention_pipelined")
     for D in (64, 128):
         rep = P.compile_sm90(S=1024, D=D, causal=causal)
@@ -189,7 +194,10 @@ def test_pipelined_gluon_attention_compiles_for_sm90(causal):
         rings = (4 * cfg["BM"] + 2 * cfg["STAGES"] * cfg["BN"]) * D * 2
         assert rings <= rep.shared_bytes <= rings + 1024
         sass = rep.sass()
-        assert sass.count("WARPGROUP.DEPBAR") == 8  # ptxas kept the waits as written: no serialised wgmma
+        assert sass.count("WARPGROUP.DEPBAR") == 8  # as many waits as written: no serialised wgmma
+        marks = "".join("e" if m == "MUFU.EX2" else m[-1]
+                        for m in re.findall(r"MUFU\.EX2|WARPGROUP\.DEPBAR\.LE gsb0, 0x[01]", sass))
+        assert [(len(a), len(b)) for a, b in re.findall(r"1(e*)0(e*)", marks)] == [(0, 66), (0, 66)]
 
 
 @pytest.mark.parametrize("n_m, BH", [(8, 128), (32, 128), (4, 50), (4, 150), (6, 70), (8, 6), (133, 1)])

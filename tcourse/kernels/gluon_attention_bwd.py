@@ -163,8 +163,7 @@ def _scores(gi, bufs, q_ready, STAGES: gl.constexpr):
 
 @gluon.jit
 def _grads(i, g, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free, dq_src, dq_ready, dq_phase, n0, start, key0,
-           qk_scale, sm_scale, MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr, LAG: gl.constexpr,
-           PIN_WAIT: gl.constexpr):
+           qk_scale, sm_scale, MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr, LAG: gl.constexpr):
     """From query block i's scores to its gradient multiplies, issued asynchronously: dV, dK and, with ``DO_DQ``, a dQ
     (without it the returned dQ token is dK's); with ``LAG`` (dQ a step late) dV, dQ, dK in that order. ``ds_mine``:
     this consumer's 64 keys of dS^T buffer i % 2, announced on ``ds_ready`` once written. The dQ multiply reads
@@ -195,8 +194,6 @@ def _grads(i, g, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free, dq_s
         cols = m0 + gl.arange(0, BM, layout=col_layout)
         keys = n0 + key0 + gl.arange(0, KB, layout=gl.SliceLayout(1, st_layout))
         pt = gl.where(gl.expand_dims(cols, 0) >= gl.expand_dims(keys, 1), pt, 0.0)
-    if PIN_WAIT:  # dP^T's wait stays after the exponentials (gluon_attention_pipelined._hold_wait_after)
-        pt = _hold_wait_after4(pt)
     delta = delta_bufs.index(s).load(col_layout)
     dpt = warpgroup_mma_wait(0, deps=[dpt_tok])
     dst = (pt * (dpt - gl.expand_dims(delta, 0)) * sm_scale).to(dtype)
@@ -225,17 +222,6 @@ def _grads(i, g, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free, dq_s
     if not DO_DQ:
         dq_tok = dk_tok
     return dv_tok, dk_tok, dq_tok, pt_op, ds_op
-
-
-@gluon.jit
-def _hold_wait_after4(x):
-    """``x`` unchanged; one volatile shared-memory load per 4 of its values, its address depending on their sum (never
-    NaN: it reads the CTA's first word), so that the next ``wgmma.wait_group`` stays behind them all."""
-    return gl.inline_asm_elementwise(
-        "{ .reg .pred p; .reg .b32 a, t; .reg .f32 s; add.f32 s, $4, $5; add.f32 s, s, $6; add.f32 s, s, $7; "
-        "setp.nan.f32 p, s, s; selp.b32 a, 4, 0, p; ld.volatile.shared.b32 t, [a]; "
-        "mov.b32 $0, $4; mov.b32 $1, $5; mov.b32 $2, $6; mov.b32 $3, $7; }", "=r,=r,=r,=r,r,r,r,r", [x],
-        dtype=gl.float32, is_pure=False, pack=4)
 
 
 @gluon.jit
@@ -268,8 +254,7 @@ def _dq_store(i, dq, bufs, dq_desc, bh, start, dq_col, S):
 
 @gluon.jit
 def _step(i, g, dk, dv, bufs, cur, prev, q_ready, q_empty, dq_desc, n0, bh, start, key0, dq_col, S, qk_scale, sm_scale,
-          MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr, LAG: gl.constexpr, FIRST: gl.constexpr,
-          PIN_WAIT: gl.constexpr):
+          MASK: gl.constexpr, STAGES: gl.constexpr, DO_DQ: gl.constexpr, LAG: gl.constexpr, FIRST: gl.constexpr):
     """Query block i, one stage after the other: its scores, its gradient multiplies and the dQ of block j = i - LAG
     (``DO_DQ``; with ``LAG`` and ``FIRST`` there is no block j). ``cur`` / ``prev``: (all keys, this consumer's
     keys, ready, free) of dS^T buffer i % 2 and of the other one; ``g``: blocks of earlier tiles (even)."""
@@ -280,7 +265,7 @@ def _step(i, g, dk, dv, bufs, cur, prev, q_ready, q_empty, dq_desc, n0, bh, star
     st_tok, dpt_tok = _scores(g + i, bufs, q_ready, STAGES)
     dv_tok, dk_tok, dq_tok, pt_op, ds_op = _grads(i, g, dk, dv, st_tok, dpt_tok, bufs, ds_mine, ds_ready, ds_free,
                                                   dq_bufs[0], dq_bufs[2], ((g + j) // 2) & 1, n0, start, key0,
-                                                  qk_scale, sm_scale, MASK, STAGES, DQ, LAG, PIN_WAIT)
+                                                  qk_scale, sm_scale, MASK, STAGES, DQ, LAG)
     if DQ and LAG:  # dQ_j goes out while dK's multiply runs
         dv, dq, pt_op = warpgroup_mma_wait(1, deps=[dv_tok, dq_tok, pt_op])
         _dq_store(j, dq, bufs, dq_desc, bh, start, dq_col, S)
@@ -313,7 +298,7 @@ def _consumer(args, C: gl.constexpr):
     pairs, one per dS^T buffer (the number of query blocks is even: S and the causal start are multiples of 128)."""
     (k_c, v_c, k_dq, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1, ds0_mine, ds1_mine, dq_smem, kv_ready, kv_empty,
      q_ready, q_empty, ds_ready, ds_free, dq_desc, dk_ptr, dv_ptr, key0, dq_col, S, BH, GROUP, qk_scale, sm_scale,
-     CAUSAL, PIN_WAIT) = args
+     CAUSAL) = args
     KB: gl.constexpr = k_c.shape[0]  # this warpgroup's keys
     D: gl.constexpr = k_c.shape[1]
     BN: gl.constexpr = ds0.shape[0]
@@ -340,14 +325,14 @@ def _consumer(args, C: gl.constexpr):
         dv = gl.zeros([KB, D], gl.float32, kv_layout)
         mbarrier.wait(kv_ready, tc & 1)
         dk, dv = _step(0, g, dk, dv, bufs, buf0, buf1, q_ready, q_empty, dq_desc, n0, bh, start, key0, dq_col, S,
-                       qk_scale, sm_scale, CAUSAL, STAGES, DQ0, LAG, True, PIN_WAIT)
+                       qk_scale, sm_scale, CAUSAL, STAGES, DQ0, LAG, True)
         dk, dv = _step(1, g, dk, dv, bufs, buf1, buf0, q_ready, q_empty, dq_desc, n0, bh, start, key0, dq_col, S,
-                       qk_scale, sm_scale, CAUSAL, STAGES, DQ1, LAG, False, PIN_WAIT)
+                       qk_scale, sm_scale, CAUSAL, STAGES, DQ1, LAG, False)
         for i in range(2, n_steps, 2):  # unmasked: the mask's index vectors take no registers here
             dk, dv = _step(i, g, dk, dv, bufs, buf0, buf1, q_ready, q_empty, dq_desc, n0, bh, start, key0, dq_col, S,
-                           qk_scale, sm_scale, False, STAGES, DQ0, LAG, False, PIN_WAIT)
+                           qk_scale, sm_scale, False, STAGES, DQ0, LAG, False)
             dk, dv = _step(i + 1, g, dk, dv, bufs, buf1, buf0, q_ready, q_empty, dq_desc, n0, bh, start, key0, dq_col,
-                           S, qk_scale, sm_scale, False, STAGES, DQ1, LAG, False, PIN_WAIT)
+                           S, qk_scale, sm_scale, False, STAGES, DQ1, LAG, False)
         if LAG:
             if ODD:  # the last block's dQ (odd: the number of blocks is even)
                 DQ_N: gl.constexpr = dq_smem.shape[1]
@@ -381,7 +366,7 @@ def _consumer1(args):
 @gluon.jit
 def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, dk_ptr, dv_ptr, S, BH, GROUP,
                          qk_scale, sm_scale, BM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_ALT: gl.constexpr, PIN_WAIT: gl.constexpr):
+                         CAUSAL: gl.constexpr, DQ_SPLIT: gl.constexpr, DQ_ALT: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     BN: gl.constexpr = k_desc.block_type.shape[0]
     KB: gl.constexpr = BN // 2
@@ -424,11 +409,11 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
     kv_free = kv_empty.index(0)
     first = (k_smem.slice(0, KB), v_smem.slice(0, KB), k_dq0, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1,
              ds0.slice(0, KB), ds1.slice(0, KB), dq_bufs.index(0), kv_full, kv_free, q_ready, q_empty, ds_ready,
-             ds_free, dq_desc, dk_ptr, dv_ptr, 0, 0, S, BH, GROUP, qk_scale, sm_scale, CAUSAL, PIN_WAIT)
+             ds_free, dq_desc, dk_ptr, dv_ptr, 0, 0, S, BH, GROUP, qk_scale, sm_scale, CAUSAL)
     second = (k_smem.slice(KB, KB), v_smem.slice(KB, KB), k_dq1, q_bufs, do_bufs, lse_bufs, delta_bufs, ds0, ds1,
               ds0.slice(KB, KB), ds1.slice(KB, KB), dq_bufs.index(1), kv_full, kv_free, q_ready, q_empty, ds_ready,
               ds_free, dq_desc, dk_ptr, dv_ptr, KB, DQ_N if DQ_SPLIT else 0, S, BH, GROUP, qk_scale, sm_scale,
-              CAUSAL, PIN_WAIT)
+              CAUSAL)
     loads = (q_desc, do_desc, lse_desc, delta_desc, k_desc, v_desc, k_smem, v_smem, q_bufs, do_bufs, lse_bufs,
              delta_bufs, kv_full, kv_free, q_ready, q_empty, S, BH, GROUP, CAUSAL)
     gl.warp_specialize([(_consumer0, (first,)), (_consumer1, (second,)), (_loader, loads)],
@@ -441,10 +426,8 @@ def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, 
 # stages 0.96-0.97x / 1.01-1.02x), dQ a step late at both (the module docstring), persistent at D64 (0.986-0.991x
 # against 0.972-0.977x; at D128 a tie, 0.998-1.0x against 1.0x). Issuing the next block's scores before waiting for
 # this block's gradients (commit e11d416, AHEAD) was slower everywhere, 0.45-0.79x, and was removed.
-CONFIGS = {64: {"BM": 64, "STAGES": 3, "DQ_SPLIT": False, "DQ_ALT": True, "GROUP": 4, "PERSISTENT": True,
-               "PIN_WAIT": False},
-           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "DQ_ALT": False, "GROUP": 4, "PERSISTENT": False,
-                "PIN_WAIT": False}}
+CONFIGS = {64: {"BM": 64, "STAGES": 3, "DQ_SPLIT": False, "DQ_ALT": True, "GROUP": 4, "PERSISTENT": True},
+           128: {"BM": 64, "STAGES": 3, "DQ_SPLIT": True, "DQ_ALT": False, "GROUP": 4, "PERSISTENT": False}}
 BN = 128  # keys per program: two consumers of 64
 
 
@@ -508,7 +491,7 @@ def attention_bwd(do, q, k, v, lse, delta, sm_scale: float, causal: bool = False
     programs = min(tiles, num_sms(q)) if cfg["PERSISTENT"] and not causal else tiles
     attention_bwd_kernel[(programs,)](*descs, dk, dv, S, B * H, cfg["GROUP"], sm_scale * LOG2E, sm_scale, BM=bm, D=D,
                                       STAGES=cfg["STAGES"], CAUSAL=causal, DQ_SPLIT=cfg["DQ_SPLIT"],
-                                      DQ_ALT=cfg["DQ_ALT"], PIN_WAIT=cfg["PIN_WAIT"], num_warps=4)
+                                      DQ_ALT=cfg["DQ_ALT"], num_warps=4)
     return tuple(t.view(B, H, S, D) for t in (dq_acc.to(q.dtype), dk, dv))
 
 
@@ -524,4 +507,4 @@ def compile_sm90(S: int = 4096, D: int = 128, causal: bool = False, config: dict
                                                                     descriptor_type([bm, dq_n], torch.float32)]
     return compile_for_sm90(attention_bwd_kernel, *descs, "*fp16", "*fp16", S, 128, cfg["GROUP"], 0.1, 0.1,
                             num_warps=4, num_stages=1, BM=bm, D=D, STAGES=cfg["STAGES"], CAUSAL=causal,
-                            DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"], PIN_WAIT=cfg["PIN_WAIT"])
+                            DQ_SPLIT=cfg["DQ_SPLIT"], DQ_ALT=cfg["DQ_ALT"])

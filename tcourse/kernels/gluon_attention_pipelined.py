@@ -1,12 +1,17 @@
 """Attention forward in Gluon for Hopper, pipelined the way FlashAttention-3 is: persistent programs,
-separate K and V rings, and asynchronous wgmma so that a warpgroup's softmax overlaps its own P V.
+separate K and V rings, and asynchronous wgmma written so that a warpgroup's softmax would overlap its own P V.
 
 ``gluon_attention.attention_ws_kernel`` (chapter 9) waits for every wgmma: inside one consumer warpgroup
 ``S = Q K^T``, the softmax and ``O += P V`` run one after the other. Here, for key block j, a consumer
 issues ``S_j = Q K_j^T`` and ``O += P_{j-1} V_{j-1}`` without waiting, waits for ``S_j`` only (wgmma
-groups finish in order), computes the softmax of ``S_j`` while ``P_{j-1} V_{j-1}`` still runs on the
-tensor cores, then waits for it and rescales ``O``. K tiles are released as soon as their ``Q K^T`` is
-done, V tiles after their ``P V``, so the loader refills K early.
+groups finish in order), computes the softmax of ``S_j``, then waits for ``P_{j-1} V_{j-1}`` and rescales
+``O``. In the machine code that last wait comes before the softmax: ptxas (CUDA 12.8 and 12.9) moves a
+``wgmma.wait_group`` up past arithmetic to the previous memory operation or barrier, here the release of K_j
+(chapter 9.7 prints where the exponentials land). Held back by a shared-memory load that depends on the row
+sums, the wait stays after the softmax; measured on the H200 that was 3-4 % faster at D=64 and 1-3 % slower at
+D=128 and causal D=64 (results/h200/issue18/fwd11.json), so the kernel does without it: the two consumers
+already take turns on the tensor cores. K tiles are released as soon as their ``Q K^T`` is done, V tiles
+after their ``P V``, so the loader refills K early.
 
 Programs are persistent (at most one per SM): each walks query tiles ``pid, pid + #programs, ...``, in an
 order (:func:`tile_order`) that keeps the heads in flight few enough for their K and V to stay in L2 and,
@@ -108,26 +113,6 @@ def _softmax_update(s, m_i, l_i, qk_scale):
 
 
 @gluon.jit
-def _hold_wait_after(x, PIN_WAIT: gl.constexpr):
-    """``x`` unchanged, read by a memory operation that the next ``wgmma.wait_group`` stays behind.
-
-    ptxas (CUDA 12.8 and 12.9) moves a ``wgmma.wait_group`` up past arithmetic, as far as the previous memory
-    operation or barrier. Written after the softmax, the wait for ``P_{g-1} V_{g-1}`` ran before it, so the two
-    never overlapped (the machine code had every ``MUFU.EX2`` of the block after that wait). An operation that
-    reads ``x`` (the block's row sums) cannot run before the softmax, and ptxas does not move the wait above it.
-    ``PIN_WAIT`` 1: a CTA fence (``MEMBAR.ALL.CTA``); 2: a volatile shared-memory load whose address depends on
-    ``x`` (``x`` is never NaN, so it reads the CTA's first word; the value is dropped)."""
-    if PIN_WAIT == 1:
-        x = gl.inline_asm_elementwise("fence.acq_rel.cta; mov.b32 $0, $1;", "=r,r", [x], dtype=gl.float32,
-                                      is_pure=False, pack=1)
-    else:
-        x = gl.inline_asm_elementwise("{ .reg .pred p; .reg .b32 a, t; setp.nan.f32 p, $1, $1; selp.b32 a, 4, 0, p; "
-                                      "ld.volatile.shared.b32 t, [a]; mov.b32 $0, $1; }", "=r,r", [x],
-                                      dtype=gl.float32, is_pure=False, pack=1)
-    return x
-
-
-@gluon.jit
 def _diagonal_mask(s, half, BM: gl.constexpr, BN: gl.constexpr, layout: gl.constexpr):
     """The causal mask of the diagonal block (BN == 2 * BM): row ``half + r`` sees columns ``<= half + r``."""
     rows = gl.arange(0, BM, layout=gl.SliceLayout(1, layout)) + half
@@ -172,7 +157,7 @@ def _store_o(acc, l_i, o_desc, o_tile, row, o_layout: gl.constexpr):
 @gluon.jit
 def _consumer(q_tile, q_ready, q_empty, k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty, o_desc, o_tile, half,
               turn_mine, turn_other, flip, S, BH, n_tiles, G, qk_scale, CAUSAL: gl.constexpr,
-              PINGPONG: gl.constexpr, PIN_WAIT: gl.constexpr):
+              PINGPONG: gl.constexpr):
     """The online softmax for the BM query rows ``half .. half + BM`` of every tile this program owns.
 
     One flat loop over all key blocks of all the program's tiles: step g issues ``Q K_g^T`` and
@@ -251,8 +236,6 @@ def _consumer(q_tile, q_ready, q_empty, k_bufs, v_bufs, k_ready, k_empty, v_read
             m_i = gl.full([BM], float("-inf"), gl.float32, row_s)
             l_i = gl.zeros([BM], gl.float32, row_s)
         p, alpha, l_i, m_i = _softmax_update(s, m_i, l_i, qk_scale)
-        if PIN_WAIT:  # the wait below stays after the softmax
-            l_i = _hold_wait_after(l_i, PIN_WAIT)
         p_next = gl.convert_layout(p.to(dtype), p_layout)
         acc, p_op = warpgroup_mma_wait(0, deps=[o_tok, p_op])
         mbarrier.arrive(v_empty.index(sv), count=1)
@@ -278,7 +261,7 @@ def _consumer(q_tile, q_ready, q_empty, k_bufs, v_bufs, k_ready, k_empty, v_read
 @gluon.jit
 def attention_pipelined_kernel(q_desc, k_desc, v_desc, o_desc, S, BH, qk_scale, G, BM: gl.constexpr,
                                BN: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                               PINGPONG: gl.constexpr, PIN_WAIT: gl.constexpr):
+                               PINGPONG: gl.constexpr):
     dtype: gl.constexpr = q_desc.dtype
     n_tiles = (S // (2 * BM)) * BH
     q_bufs = gl.allocate_shared_memory(dtype, [2, BM, D], q_desc.layout)
@@ -304,10 +287,10 @@ def attention_pipelined_kernel(q_desc, k_desc, v_desc, o_desc, S, BH, qk_scale, 
     fence_async_shared()
     first = (q_bufs.index(0), q_ready.index(0), q_empty.index(0), k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty,
              o_desc, o_bufs.index(0), 0, turn.index(0), turn.index(1), 1, S, BH, n_tiles, G, qk_scale,
-             CAUSAL, PINGPONG, PIN_WAIT)
+             CAUSAL, PINGPONG)
     second = (q_bufs.index(1), q_ready.index(1), q_empty.index(1), k_bufs, v_bufs, k_ready, k_empty, v_ready,
               v_empty, o_desc, o_bufs.index(1), BM, turn.index(1), turn.index(0), 0, S, BH, n_tiles, G, qk_scale,
-              CAUSAL, PINGPONG, PIN_WAIT)
+              CAUSAL, PINGPONG)
     loads = (q_desc, k_desc, v_desc, q_bufs, k_bufs, v_bufs, q_ready, q_empty, k_ready, k_empty, v_ready, v_empty,
              S, BH, n_tiles, G, CAUSAL)
     gl.warp_specialize([(_consumer, first), (_consumer, second), (_loader, loads)],
@@ -315,8 +298,8 @@ def attention_pipelined_kernel(q_desc, k_desc, v_desc, o_desc, S, BH, qk_scale, 
 
 
 # measured on an H200 (results/h200/issue18/fwd2_run*.json; ping-pong at D=64 and D=128 within the runs' noise)
-CONFIGS = {64: {"BM": 64, "BN": 128, "STAGES": 3, "PINGPONG": False, "PIN_WAIT": 0},
-           128: {"BM": 64, "BN": 128, "STAGES": 2, "PINGPONG": True, "PIN_WAIT": 0}}
+CONFIGS = {64: {"BM": 64, "BN": 128, "STAGES": 3, "PINGPONG": False},
+           128: {"BM": 64, "BN": 128, "STAGES": 2, "PINGPONG": True}}
 _launch = Launcher(attention_pipelined_kernel)  # repeated calls: Triton's C launch, each CUtensorMap built once
 # (shape, dtype, causal, scale, order, device, Q/K/V/O addresses) -> Plan: a call on the buffers of an earlier one
 # skips the four descriptors (as gluon_matmul's plans do)
@@ -399,4 +382,4 @@ def compile_sm90(S: int = 4096, D: int = 128, causal: bool = False, config: dict
     descs = [descriptor_type(block, torch.float16) for block in ([bm, D], [bn, D], [bn, D], [bm, D])]
     G = tile_order(S // (2 * bm), 128, 132, causal)[1]
     return compile_for_sm90(attention_pipelined_kernel, *descs, S, 128, 0.1, G, num_warps=4, num_stages=1, BM=bm, BN=bn,
-                            D=D, STAGES=cfg["STAGES"], CAUSAL=causal, PINGPONG=cfg["PINGPONG"], PIN_WAIT=cfg["PIN_WAIT"])
+                            D=D, STAGES=cfg["STAGES"], CAUSAL=causal, PINGPONG=cfg["PINGPONG"])
