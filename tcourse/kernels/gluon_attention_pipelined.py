@@ -8,9 +8,9 @@ groups finish in order), computes the softmax of ``S_j``, then waits for ``P_{j-
 ``O``. In the machine code that last wait comes before the softmax: ptxas (CUDA 12.8 and 12.9) moves a
 ``wgmma.wait_group`` up past arithmetic to the previous memory operation or barrier, here the release of K_j
 (chapter 9.7 prints where the exponentials land). Held back by a shared-memory load that depends on the row
-sums, the wait stays after the softmax; measured on the H200 that was 3-4 % faster at D=64 and 1-3 % slower at
-D=128 and causal D=64 (results/h200/issue18/fwd11.json), so the kernel does without it: the two consumers
-already take turns on the tensor cores. K tiles are released as soon as their ``Q K^T`` is done, V tiles
+sums, the wait stays after the softmax; measured on the H200 that was 3-4 % faster at plain D=64 (still slower
+than the Triton kernel there) and level or 1-4 % slower on the other shapes (results/h200/issue18/fwd11.json),
+so the kernel does without it: the two consumers already take turns on the tensor cores. K tiles are released as soon as their ``Q K^T`` is done, V tiles
 after their ``P V``, so the loader refills K early.
 
 Programs are persistent (at most one per SM): each walks query tiles ``pid, pid + #programs, ...``, in an
