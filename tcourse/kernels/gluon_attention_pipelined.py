@@ -10,8 +10,8 @@ groups finish in order), computes the softmax of ``S_j``, then waits for ``P_{j-
 (chapter 9.7 prints where the exponentials land). Held back by a shared-memory load that depends on the row
 sums, the wait stays after the softmax; measured on the H200 that was 3-4 % faster at plain D=64 (still slower
 than the Triton kernel there) and level or 1-4 % slower on the other shapes (results/h200/issue18/fwd11.json),
-so the kernel does without it: the two consumers already take turns on the tensor cores. K tiles are released as soon as their ``Q K^T`` is done, V tiles
-after their ``P V``, so the loader refills K early.
+so the kernel does without it: the two consumers already take turns on the tensor cores. K tiles are
+released as soon as their ``Q K^T`` is done, V tiles after their ``P V``, so the loader refills K early.
 
 Programs are persistent (at most one per SM): each walks query tiles ``pid, pid + #programs, ...``, in an
 order (:func:`tile_order`) that keeps the heads in flight few enough for their K and V to stay in L2 and,
