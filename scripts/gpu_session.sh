@@ -129,6 +129,9 @@ for step in "${steps[@]}"; do
     gbwd12)  # the Gluon backward with dP^T's wait held after the exponentials (PIN_WAIT): checked, time-limited, then timed
       run probe_gbwd12check timeout 200 python3 scripts/probe_issue18.py gbwd12check
       grep -q "'ok': False" results/h200/logs/probe_gbwd12check.log || run probe_gbwd12 timeout 300 python3 scripts/probe_issue18.py gbwd12 ;;
+    mmp)  # 4096^3 and 8192^3: a persistent warp-specialised Gluon matmul, checked first (hand-written barriers), then timed
+      run probe_mmpcheck timeout 150 python3 scripts/probe_issue18.py mmpcheck
+      grep -q "all ok: True" results/h200/logs/probe_mmpcheck.log && run probe_mmp timeout 300 python3 scripts/probe_issue18.py mmp ;;
     fwd10) run probe_fwd10 timeout 300 python3 scripts/probe_issue18.py fwd10 ;;  # 256-row programs, 16 warps, D=64
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;

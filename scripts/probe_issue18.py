@@ -1399,7 +1399,8 @@ def fwd10() -> list:
 
 from triton.experimental import gluon  # noqa: E402 - the session-19 kernel below is Gluon
 from triton.experimental.gluon import language as gl  # noqa: E402
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma, warpgroup_mma, \
+    warpgroup_mma_wait  # noqa: E402
 
 from tcourse.kernels._launch import Launcher  # noqa: E402
 from tcourse.kernels.gluon_matmul import LOADER_REGS, LOADER_WARPS, _mma, _tma_load, _tma_store  # noqa: E402
@@ -1687,6 +1688,169 @@ def l2p() -> list:
     return rows
 
 
+# matmul_persistent_kernel (session 21): a persistent, warp-specialised Gluon matmul for the sizes the Triton persistent
+# kernel serves (4096^3: 0.99x cuBLAS with the spread below 1 in every suite run). One program per SM walks BM x BN
+# tiles in GROUP_M order; a 1-warp loader fills one ring of STAGES buffers across tile boundaries (the next tile's
+# first K steps load while the consumers finish and store the current one); two consumer warpgroups each own BM/2
+# rows of the tile (64 x 256 fp32: 128 registers a thread) and release a stage together (empty barriers count 2);
+# each stores its rows through its own staging buffer and an asynchronous TMA store, waited for only before reuse.
+
+
+@gluon.jit
+def _pm_tile(t, num_m, num_n, GROUP_M: gl.constexpr):
+    per_group = GROUP_M * num_n
+    first_m = (t // per_group) * GROUP_M
+    rows_here = gl.minimum(num_m - first_m, GROUP_M)
+    return first_m + (t % per_group) % rows_here, (t % per_group) // rows_here
+
+
+@gluon.jit
+def _pm_loader(a_desc, b_desc, a_bufs, b_bufs, ready, empty, num_m, num_n, k_tiles, GROUP_M: gl.constexpr):
+    HM: gl.constexpr = a_bufs.shape[1]
+    BK: gl.constexpr = a_bufs.shape[2]
+    BN: gl.constexpr = b_bufs.shape[2]
+    STAGES: gl.constexpr = b_bufs.shape[0]
+    nbytes: gl.constexpr = 2 * a_desc.block_type.nbytes + b_desc.block_type.nbytes
+    it = 0
+    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pm, pn = _pm_tile(t, num_m, num_n, GROUP_M)
+        for k in range(k_tiles):
+            s = it % STAGES
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            mbarrier.expect(ready.index(s), nbytes)
+            _tma_load(a_desc, [pm * 2 * HM, k * BK], ready.index(s), a_bufs.index(2 * s))
+            _tma_load(a_desc, [pm * 2 * HM + HM, k * BK], ready.index(s), a_bufs.index(2 * s + 1))
+            _tma_load(b_desc, [k * BK, pn * BN], ready.index(s), b_bufs.index(s))
+            it += 1
+
+
+@gluon.jit
+def _pm_consumer(a_bufs, b_bufs, ready, empty, c_desc, c_tile, half, num_m, num_n, k_tiles, GROUP_M: gl.constexpr):
+    HM: gl.constexpr = c_tile.shape[0]
+    BN: gl.constexpr = c_tile.shape[1]
+    STAGES: gl.constexpr = b_bufs.shape[0]
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
+    it = 0
+    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pm, pn = _pm_tile(t, num_m, num_n, GROUP_M)
+        acc = gl.zeros((HM, BN), gl.float32, layout)
+        for k in range(k_tiles):
+            s = it % STAGES
+            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+            a, b = a_bufs.index(2 * s + half), b_bufs.index(s)
+            acc = warpgroup_mma(a, b, acc, is_async=True)
+            acc, a, b = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a, b))
+            if k > 0:
+                mbarrier.arrive(empty.index((it - 1) % STAGES), count=1)
+            it += 1
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(empty.index((it - 1) % STAGES), count=1)
+        tma.store_wait(0)  # this consumer's previous store has read c_tile
+        c_tile.store(acc.to(c_tile.dtype))
+        fence_async_shared()
+        _tma_store(c_desc, [pm * 2 * HM + half * HM, pn * BN], c_tile)
+    tma.store_wait(0)
+    return (it,)  # a tuple: Triton 3.6 flattens the default partition's results as a sequence
+
+
+@gluon.jit
+def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, BN: gl.constexpr, BK: gl.constexpr,
+                             STAGES: gl.constexpr, GROUP_M: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    HM: gl.constexpr = c_desc.block_type.shape[0]
+    dtype: gl.constexpr = a_desc.dtype
+    num_m = gl.cdiv(M, 2 * HM)
+    num_n = gl.cdiv(N, BN)
+    k_tiles = gl.cdiv(K, BK)
+    a_bufs = gl.allocate_shared_memory(dtype, [2 * STAGES, HM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BK, BN], b_desc.layout)
+    c_tiles = gl.allocate_shared_memory(dtype, [2, HM, BN], c_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=2)  # both consumers release each stage
+    fence_async_shared()
+    first = (a_bufs, b_bufs, ready, empty, c_desc, c_tiles.index(0), 0, num_m, num_n, k_tiles, GROUP_M)
+    second = (a_bufs, b_bufs, ready, empty, c_desc, c_tiles.index(1), 1, num_m, num_n, k_tiles, GROUP_M)
+    loads = (a_desc, b_desc, a_bufs, b_bufs, ready, empty, num_m, num_n, k_tiles, GROUP_M)
+    gl.warp_specialize([(_pm_consumer, first), (_pm_consumer, second), (_pm_loader, loads)],
+                       [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+
+
+PERSISTENT_CONFIGS = {"persistent 128x256x64 3st": {"BM": 128, "BN": 256, "BK": 64, "STAGES": 3, "GROUP_M": 8},
+                      "persistent 128x256x32 6st": {"BM": 128, "BN": 256, "BK": 32, "STAGES": 6, "GROUP_M": 8},
+                      "persistent 128x128x64 5st": {"BM": 128, "BN": 128, "BK": 64, "STAGES": 5, "GROUP_M": 8}}
+_PERSISTENT_LAUNCH = Launcher(matmul_persistent_kernel)
+
+
+def _persistent_args(a, b, c, cfg):
+    from tcourse.kernels import gluon_matmul as GM
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    (M, K), N = a.shape, b.shape[1]
+    hm, bn, bk = cfg["BM"] // 2, cfg["BN"], cfg["BK"]
+    descs = tuple(TensorDescriptor.from_tensor(t, blk, GM._layout(blk, t.dtype))
+                  for t, blk in ((a, [hm, bk]), (b, [bk, bn]), (c, [hm, bn])))
+    meta = {"BN": bn, "BK": bk, "STAGES": cfg["STAGES"], "GROUP_M": cfg["GROUP_M"], "CONSUMER_REGS": 232,
+            "num_warps": 4}
+    return (*descs, M, N, K), meta
+
+
+def _persistent_fn(a, b, cfg, sms: int = 132):
+    """A call of ``matmul_persistent_kernel`` on ``a @ b`` into one output, descriptors built once (as ``_splitk_fn``)."""
+    (M, K), N = a.shape, b.shape[1]
+    c = a.new_empty((M, N))
+    args, meta = _persistent_args(a, b, c, cfg)
+    grid = (min(sms, -(-M // cfg["BM"]) * -(-N // cfg["BN"])),)
+
+    def call():
+        _PERSISTENT_LAUNCH(grid, args, meta)
+        return c
+    return call
+
+
+def mmpcheck() -> list:
+    """Session 21: ``matmul_persistent_kernel`` in each config against fp64, fresh inputs each case (square sizes, ragged
+    edges in M, N and K, fewer tiles than SMs, many tiles a program); hand-written barriers, so the session step runs it
+    under a time limit before ``mmp``. Row strides are multiples of 16 bytes, as TMA needs."""
+    rows: list = []
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for dt in (torch.float16, torch.bfloat16):
+        for M, N, K in ((4096, 4096, 4096), (1000, 1000, 1000), (4000, 4104, 1000), (256, 512, 4096),
+                        (3000, 2000, 720), (8192, 8192, 1024)):
+            for name, cfg in PERSISTENT_CONFIGS.items():
+                a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
+                def one(a=a, b=b, cfg=cfg):
+                    out = _persistent_fn(a, b, cfg, sms)()
+                    torch.cuda.synchronize()
+                    err = _rel(out, a.double() @ b.double())
+                    return {"err": err, "ok": bool(err < 2e-2 and torch.isfinite(out).all())}
+                _guard(rows, {"dtype": str(dt), "mnk": [M, N, K], "kernel": name}, one)
+    print("all ok:", all(r.get("ok") for r in rows), flush=True)
+    return rows
+
+
+def mmp() -> list:
+    """Session 21: 4096^3 and 8192^3, the persistent Gluon matmul in each config beside the public ``matmul`` (Triton's
+    persistent TMA kernel, pinned 128x256x64, 4 stages, at 4096^3) and torch; GPU time, do_bench, then kernel time
+    (the profiler last); 5, 5 and 3 interleaved rounds; fp16 and bf16."""
+    from tcourse.kernels import matmul_kernels as MK
+
+    rows: list = []
+    for timer, rounds in (("gpu_time", 5), ("do_bench", 5), ("kernel", 3)):
+        for n in (4096, 8192):
+            for dt in (torch.float16, torch.bfloat16):
+                if n == 8192 and timer != "gpu_time":
+                    continue
+                a, b = (torch.randn(n, n, device="cuda", dtype=dt) for _ in range(2))
+                variants = {"public matmul": lambda: MK.matmul(a, b),
+                            **{name: _persistent_fn(a, b, cfg) for name, cfg in PERSISTENT_CONFIGS.items()}}
+                for name, fn in variants.items():
+                    _guard(rows, {"timer": timer, "n": n, "dtype": str(dt), "kernel": name},
+                           lambda fn=fn: _cmp(fn, lambda: a @ b, timer=timer, rounds=rounds))
+    return rows
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
@@ -1695,7 +1859,8 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "gbwd11": gbwd11, "fwd6": fwd6, "mm8192": mm8192, "fwd7": fwd7, "mm1024b": mm1024b, "fwd8": fwd8, "fwd9": fwd9,
          "mm1024t": mm1024t, "fwd10": fwd10, "mm1024u": mm1024u,
          "mm1024scheck": mm1024scheck, "mm1024s": mm1024s, "mm1024n": mm1024n, "l2p": l2p,
-         "fwd11check": fwd11check, "fwd11": fwd11, "gbwd12check": gbwd12check, "gbwd12": gbwd12}
+         "fwd11check": fwd11check, "fwd11": fwd11, "gbwd12check": gbwd12check, "gbwd12": gbwd12,
+         "mmpcheck": mmpcheck, "mmp": mmp}
 
 
 def main(argv: list[str]) -> int:

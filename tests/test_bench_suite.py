@@ -43,3 +43,21 @@ def test_kernel_time_groups_the_trace_into_calls_at_each_marker():
              ("bwd_main", 180.0, 190.0),
              (MARKER, 200.0, 270.0)]
     assert per_call_ms(list(reversed(trace))) == pytest.approx([0.0065, 0.0115])
+
+
+def test_matmul_4096_needs_the_low_end_of_its_spread_above_the_target_other_rows_the_median():
+    """Issue 18: 4096^3 >= 1.0 with the spread above 1.0 (bench/targets.py); a median of 1.01 with a +-3 % band is a
+    tie with cuBLAS, not a win, and a record without percentiles cannot show its band."""
+    from bench.targets import meets
+
+    def cmp(speedup, width):  # both sides' p20-p80 as wide as ``width`` of their medians
+        side = {"median_ms": 1.0, "p20_ms": 1.0 - width / 2, "p80_ms": 1.0 + width / 2}
+        return {"speedup": speedup, "ours": side, "torch": side}
+
+    band = ("matmul", "fp16 4096x4096x4096", "torch.matmul")
+    assert not meets(*band, cmp(1.01, 0.06), 1.0) and meets(*band, cmp(1.01, 0.01), 1.0)
+    assert not meets(*band, {"speedup": 1.05}, 1.0)
+    assert meets("matmul", "fp16 8192x8192x8192", "torch.matmul", cmp(1.01, 0.06), 1.0)
+    assert [r["met"] for r in summary_rows([{"family": "matmul", "name": "bf16 4096x4096x4096",
+                                             "targets": {"torch.matmul": 1.0}, "check": {"ok": True},
+                                             "vs": {"torch.matmul": {**cmp(1.009, 0.06), "unit": "TFLOP/s"}}}])] == [False]
