@@ -132,6 +132,11 @@ for step in "${steps[@]}"; do
     mmp)  # 4096^3 and 8192^3: a persistent warp-specialised Gluon matmul, checked first (hand-written barriers), then timed
       run probe_mmpcheck timeout 150 python3 scripts/probe_issue18.py mmpcheck
       grep -q "all ok: True" results/h200/logs/probe_mmpcheck.log && run probe_mmp timeout 300 python3 scripts/probe_issue18.py mmp ;;
+    mmclock)  # 4096^3 back to back, 2 s per kernel (ours, cuBLAS, the persistent Gluon one); SM clock and power every 50 ms beside
+      nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 50 > "$LOGS/mmclock_clocks.csv" &
+      smi=$!
+      run probe_mmclock timeout 200 python3 scripts/probe_issue18.py mmclock
+      kill $smi ;;
     fwd10) run probe_fwd10 timeout 300 python3 scripts/probe_issue18.py fwd10 ;;  # 256-row programs, 16 warps, D=64
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;

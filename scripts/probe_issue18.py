@@ -1851,6 +1851,44 @@ def mmp() -> list:
     return rows
 
 
+def mmclock() -> list:
+    """Session 21, after ``mmp`` (a tie at 4096^3): each of the public ``matmul``, cuBLAS and the persistent Gluon kernel
+    multiplies 4096^3 back to back for 2 s (no L2 flush), after 1 s idle, two rounds, fp16 and bf16, while the session
+    step logs the SM clock and board power every 50 ms; each window's start and end (epoch seconds, and the host's
+    local time as nvidia-smi prints it), its calls and its TFLOP/s from CUDA events around the whole window."""
+    from tcourse.kernels import matmul_kernels as MK
+
+    rows: list = []
+    n = 4096
+    for dt in (torch.float16, torch.bfloat16):
+        a, b = (torch.randn(n, n, device="cuda", dtype=dt) for _ in range(2))
+        variants = {"public matmul": lambda: MK.matmul(a, b), "cuBLAS": lambda: a @ b,
+                    "persistent Gluon 128x256x64": _persistent_fn(a, b, PERSISTENT_CONFIGS["persistent 128x256x64 3st"])}
+        for rnd in range(2):
+            for name, fn in variants.items():
+                for _ in range(10):
+                    fn()
+                torch.cuda.synchronize()
+                time.sleep(1.0)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                t0 = time.time()
+                start.record()
+                calls = 0
+                while time.time() - t0 < 2.0:
+                    fn()
+                    calls += 1
+                end.record()
+                torch.cuda.synchronize()
+                t1 = time.time()
+                ms = start.elapsed_time(end)
+                rows.append({"dtype": str(dt), "variant": name, "round": rnd, "t0": t0, "t1": t1,
+                             "t0_local": time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(t0)) + f".{int(t0 % 1 * 1000):03d}",
+                             "t1_local": time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(t1)) + f".{int(t1 % 1 * 1000):03d}",
+                             "calls": calls, "gpu_ms": ms, "tflops": 2 * n**3 * calls / (ms * 1e-3) / 1e12})
+                print(f"  {str(dt):<15} {name:<28} round {rnd}: {calls} calls, {rows[-1]['tflops']:.0f} TFLOP/s", flush=True)
+    return rows
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
@@ -1860,7 +1898,7 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "mm1024t": mm1024t, "fwd10": fwd10, "mm1024u": mm1024u,
          "mm1024scheck": mm1024scheck, "mm1024s": mm1024s, "mm1024n": mm1024n, "l2p": l2p,
          "fwd11check": fwd11check, "fwd11": fwd11, "gbwd12check": gbwd12check, "gbwd12": gbwd12,
-         "mmpcheck": mmpcheck, "mmp": mmp}
+         "mmpcheck": mmpcheck, "mmp": mmp, "mmclock": mmclock}
 
 
 def main(argv: list[str]) -> int:
