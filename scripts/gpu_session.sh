@@ -184,6 +184,10 @@ for step in "${steps[@]}"; do
     kernel-tests-rest)  # the GPU kernel tests that kernel-tests does not reach in its 240 s
       run kernel_tests_gpu_rest timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
         -k "bf16_gpu or direct_launch or repeated or pinned or raw_launch or descriptor or pipelined or backward_gpu or plan or axpy or softmax" ;;
+    lean)  # session 22: the lean C launch against Triton's, bench.host with it on and off, the launch tests
+      run probe_lean timeout 300 python3 scripts/probe_issue18.py lean
+      run kernel_tests_gpu_lean timeout 260 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
+        -k "lean or direct_launch or repeated or raw_launch or descriptor or plan or axpy or softmax or pinned" ;;
     host) mkdir -p results/h200/issue18 && run host_final timeout 120 sh -c 'python3 -m bench.host > results/h200/issue18/host_final.json' ;;
     *) echo "unknown step $step" ;;
   esac

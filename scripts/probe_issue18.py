@@ -1889,6 +1889,77 @@ def mmclock() -> list:
     return rows
 
 
+def lean() -> dict:
+    """Session 22: the lean C launch (``tcourse.kernels._lean_launch``) against Triton 3.6's own C launch of the
+    same compiled AXPY kernel, in one process, interleaved over rounds (with the public ``axpy``, torch.add and
+    empty_like beside them); then ``bench.host`` in fresh processes, alternating: this code, this code with
+    TCOURSE_LEAN_LAUNCH=0, and the package as committed before the session (``.gpu/old/tcourse_head``)."""
+    import os
+    import subprocess
+
+    import tcourse.kernels as K
+    from bench.host import host_us
+    from tcourse.kernels import _launch as L
+    from tcourse.kernels import _lean_launch, axpy_kernels
+
+    out: dict = {"lean_module": repr(_lean_launch.module())}
+    n = 2**20
+    x = torch.randn(n, device="cuda")
+    for _ in range(3):
+        K.axpy(2.0, x, x)
+    torch.cuda.synchronize()
+    entry = next(iter(axpy_kernels.axpy_tuned.launcher.compiled.values()))
+    kernel = entry.kernel
+    raw, launcher = L._raw_c_launch(kernel)
+    tlead = (kernel.function, launcher.launch_cooperative_grid, launcher.launch_pdl, None, None,
+             kernel.packed_metadata, None, None, None)
+    y = torch.empty_like(x)
+    xp, yp = x.data_ptr(), y.data_ptr()
+    stream = triton.runtime.driver.active.get_current_stream(0)
+    g = (triton.cdiv(n, entry.tail[0]), 1, 1)
+    out["entry"] = {"c_launch": repr(entry.c_launch), "lead": repr(entry.lead), "c_tail": repr(entry.c_tail),
+                    "drop": entry.drop, "grid": g, "tail": repr(entry.tail)}
+    print(json.dumps(out, indent=0), flush=True)
+    calls = {
+        "triton C launch (int pointers)": lambda: raw(g[0], g[1], g[2], stream, *tlead, xp, xp, yp, 2.0, n, *entry.tail),
+        "lean C launch": lambda: entry.c_launch(g[0], g[1], g[2], stream, *entry.lead, xp, xp, yp, 2.0, n,
+                                                *entry.c_tail),
+        "K.axpy (public)": lambda: K.axpy(2.0, x, x),
+        "torch.add(x, x, alpha=2)": lambda: torch.add(x, x, alpha=2.0),
+        "torch.empty_like": lambda: torch.empty_like(x),
+    }
+    checks = {}
+    for name in ("triton C launch (int pointers)", "lean C launch"):
+        y.zero_()
+        calls[name]()
+        torch.cuda.synchronize()
+        checks[name] = float((y - 3 * x).abs().max())
+    out["checks_max_abs_err"] = checks
+    rounds: dict = {k: [] for k in calls}
+    for r in range(7):
+        for name, fn in calls.items():
+            rounds[name].append(host_us(fn))
+        print(f"  round {r}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in rounds.items()), flush=True)
+    out["rounds_us"] = rounds
+    out["median_us"] = {k: sorted(v)[len(v) // 2] for k, v in rounds.items()}
+    code = ("import json, sys, tcourse; tcourse.setup(quiet=True); import importlib; from bench.host import measure; "
+            "print(json.dumps(measure(importlib.import_module(sys.argv[1]))))")
+    variants = {"this code": ("tcourse.kernels", {}), "this code, TCOURSE_LEAN_LAUNCH=0": ("tcourse.kernels",
+                {"TCOURSE_LEAN_LAUNCH": "0"}), "before the session": ("tcourse_head.kernels", {})}
+    ab: dict = {k: [] for k in variants}
+    old_path = os.path.abspath(".gpu/old")
+    for r in range(3):
+        for name, (package, extra) in variants.items():
+            env = {**os.environ, **extra, "PYTHONPATH": os.pathsep.join([os.getcwd(), old_path])}
+            p = subprocess.run([sys.executable, "-c", code, package], env=env, capture_output=True, text=True,
+                               timeout=240)
+            got = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else p.stderr[-2000:]
+            ab[name].append(got)
+            print(f"  {name} round {r}: {json.dumps(got)}", flush=True)
+    out["bench_host"] = ab
+    return out
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
@@ -1898,7 +1969,7 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "mm1024t": mm1024t, "fwd10": fwd10, "mm1024u": mm1024u,
          "mm1024scheck": mm1024scheck, "mm1024s": mm1024s, "mm1024n": mm1024n, "l2p": l2p,
          "fwd11check": fwd11check, "fwd11": fwd11, "gbwd12check": gbwd12check, "gbwd12": gbwd12,
-         "mmpcheck": mmpcheck, "mmp": mmp, "mmclock": mmclock}
+         "mmpcheck": mmpcheck, "mmp": mmp, "mmclock": mmclock, "lean": lean}
 
 
 def main(argv: list[str]) -> int:

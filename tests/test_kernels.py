@@ -3,6 +3,7 @@
 bf16 is silently wrong under the interpreter, so bf16 tests run only where a GPU is present.
 """
 import importlib.util
+import re
 
 import pytest
 import torch
@@ -302,7 +303,7 @@ def test_direct_launch_reuses_a_specialisation_only():
 
 
 def test_plan_launches_the_compiled_kernel_with_new_leading_arguments():
-    """A Plan calls the compiled kernel's C launch with the grid padded to 3-D, the current stream, the
+    """A plan calls the compiled kernel's C launch with the grid padded to 3-D, the current stream, the
     new leading arguments and everything else as first launched; while a launch hook is set it launches
     nothing and says so; the plan table forgets everything past its limit."""
     from types import SimpleNamespace
@@ -322,7 +323,10 @@ def test_plan_launches_the_compiled_kernel_with_new_leading_arguments():
     plan = plan_of(launch, (4,), args, meta, None, n_lead=2)
     assert plan(111, 222) is True
     assert calls == [(4, 1, 1, "stream0", "function", "lead", 111, 222, 64, 2.0, 16, "")]
-    plan.hooks = SimpleNamespace(launch_enter_hook=SimpleNamespace(calls=["proton"]), launch_exit_hook=None)
+    launch._hooks.launch_enter_hook.calls.append("proton")  # a profiler adds itself to the chain later
+    assert plan(333, 444) is False and len(calls) == 1
+    launch._hooks.launch_enter_hook = None
+    launch._hooks.launch_exit_hook = print  # a hook set by assignment, not a chain
     assert plan(333, 444) is False and len(calls) == 1
     table = Plans(limit=2)
     table.add("a", plan), table.add("b", plan), table.add("none", None)
@@ -412,7 +416,7 @@ def test_raw_launch_is_skipped_for_hooks_and_unknown_launchers():
     entry = _Compiled.__new__(_Compiled)
     raw = []
     entry.kernel, entry.tail, entry.lead, entry.objects = _FakeCompiled(), (16,), ("lead",), []
-    entry.c_launch = lambda *a: raw.append(a)
+    entry.c_launch, entry.c_tail, entry.drop = (lambda *a: raw.append(a)), (16,), ()
     empty = SimpleNamespace(launch_enter_hook=SimpleNamespace(calls=[]), launch_exit_hook=SimpleNamespace(calls=[]))
     entry.launch((4,), ("x",), (1234,), "s", empty)
     assert raw == [(4, 1, 1, "s", "lead", 1234, 16)] and entry.kernel.runs == []
@@ -420,6 +424,103 @@ def test_raw_launch_is_skipped_for_hooks_and_unknown_launchers():
                   SimpleNamespace(launch_enter_hook=None, launch_exit_hook=print)):
         entry.launch((4,), ("x",), (1234,), "s", hooks)
     assert len(raw) == 1 and [r[9:] for r in entry.kernel.runs] == [("x", 16), ("x", 16)]
+
+
+def test_lean_launch_checks_its_arguments():
+    """The lean C launch builds here (Triton's C build helper, as for Triton's own launchers) and refuses a
+    malformed call with a specific error before it touches the driver; without libcuda it says so."""
+    from tcourse.kernels import _lean_launch
+
+    lean = _lean_launch._build()
+    assert lean is not None, "the lean launch did not build (is there a C compiler and Python.h?)"
+    head = (1, 1, 1, 0, 0, 128, 0)
+    for codes, values, error, says in [
+            (b"pi", (0,), TypeError, "2 codes for 1 values"),
+            ("pi", (0, 1), TypeError, "codes: bytes"),
+            (b"pi", (0, 2**40), OverflowError, "parameter 1 does not fit"),
+            (b"pB", (0, -1), OverflowError, "parameter 1 does not fit"),
+            (b"pi", (1.5, 2), TypeError, "parameter 0 must be an int, got float"),
+            (b"m", (1,), TypeError, "parameter 0 must be a PyCUtensorMap"),
+            (b"x", (1,), ValueError, "unknown parameter code 'x'"),
+            (b"p" * 65, (0,) * 65, TypeError, "at most 64")]:
+        with pytest.raises(error, match=re.escape(says)):
+            lean.launch(*head, codes, *values)
+    if not torch.cuda.is_available():  # a well-formed call reaches the driver: none here, or no CUDA context
+        try:
+            launched = lean.launch(*head, b"ppifpp", 0, None, 7, 2.0, 0, 0)
+        except RuntimeError as e:
+            assert "libcuda.so.1" in str(e)
+        else:
+            assert launched is False  # a driver library but no current context: nothing launched
+
+
+def test_lean_launch_types_follow_triton_36_expansion():
+    """Each host tensor descriptor expands as Triton 3.6's launcher expands it (a CUtensorMap, shape as i32,
+    strides as i64 when compiled for TMA; else base pointer, shape and strides twice, padding flag); the codes
+    skip constexprs and end with the two scratch pointers; an fp16 scalar or a tuple has no code."""
+    from tcourse.kernels._lean_launch import codes_of, expanded_types
+
+    sig = {"a": "tensordesc<fp16[128, 64],layout>", "k": "i32", "B": "constexpr", "x": "*bf16", "s": "fp32"}
+    tma = expanded_types(sig, [{"swizzle": 128}])
+    assert tma == ["nvTmaDesc", "i32", "i32", "i64", "i64", "i32", "constexpr", "*bf16", "fp32"]
+    assert codes_of(tma) == (b"miillipfpp", [0, 1, 2, 3, 4, 5, 7, 8])
+    assert expanded_types(sig, None)[:8] == ["*fp16", "i64", "i64", "i64", "i64", "i1", "i32", "i32"]
+    assert codes_of(["*fp32", "fp16"]) is None and expanded_types({"t": ("i32", "i32")}, None) is None
+    assert codes_of(["i32"] * 63) is None  # 63 + 2 scratch pointers: past the C side's 64
+
+
+def test_compiled_entry_and_plan_take_the_lean_launch(monkeypatch):
+    """Where the lean launch applies, an entry passes function, threads and shared memory once, drops the
+    arguments Triton made constants (here ``n``) and the constexpr tail, appends the two null scratch
+    pointers; a plan does the same with its fixed rest; when the lean launch finds no CUDA context (False)
+    the entry takes Triton's full path."""
+    from types import SimpleNamespace
+
+    from tcourse.kernels import _launch, _lean_launch
+
+    calls, answer = [], [True]
+    monkeypatch.setattr(_launch, "RAW_LAUNCH", True)
+    monkeypatch.setattr(_lean_launch, "module", lambda: SimpleNamespace(launch=lambda *a: calls.append(a) or answer[0]))
+    fake = _FakeJit()
+    fake.compiled.src = SimpleNamespace(signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "constexpr",
+                                                   "a": "fp32", "BLOCK": "constexpr", "EVICT": "constexpr"})
+    fake.compiled.packed_metadata = (4, 1, 512)
+    launch = _direct_launcher(fake)
+    x, out = torch.zeros(64), torch.zeros(64)
+    args, meta = (x, out, 1, 2.0), {"BLOCK": 16}
+    launch((4,), args, meta)
+    (entry,) = launch.compiled.values()
+    entry.objects, entry.desc_meta = [], []
+    entry._go_lean(SimpleNamespace(launch_cooperative_grid=False, launch_pdl=False))
+    assert entry.lead == ("function", 128, 512, b"ppfpp") and entry.drop == (2,) and entry.c_tail == (0, 0)
+    empty = SimpleNamespace(launch_enter_hook=SimpleNamespace(calls=[]), launch_exit_hook=SimpleNamespace(calls=[]))
+    launch._hooks = empty
+    entry.launch((4,), args, (111, 222, 1, 2.0), "s", empty)
+    assert calls == [(4, 1, 1, "s", "function", 128, 512, b"ppfpp", 111, 222, 2.0, 0, 0)] and fake.compiled.runs == []
+    plan = _launch.plan_of(launch, (4,), args, meta, None, n_lead=2)
+    assert plan(333, 444) is True and calls[-1][8:] == (333, 444, 2.0, 0, 0)
+    assert _launch.plan_of(launch, (4,), args, meta, None, n_lead=3) is None  # `n` was folded into the kernel
+    answer[0] = False  # no context on this thread: nothing launched, Triton's path instead
+    entry.launch((4,), args, (111, 222, 1, 2.0), "s", empty)
+    assert len(fake.compiled.runs) == 1 and plan(333, 444) is False
+
+
+@gpu_only
+def test_the_plans_use_the_lean_launch_on_triton_36():
+    """On Triton 3.6 (the H200's) AXPY's and softmax's plans launch through the lean C launch: the timings
+    of bench.host measure it, not a silent fallback."""
+    from tcourse.kernels import _launch, _lean_launch, axpy_kernels, softmax_kernels
+
+    if not (_launch.RAW_LAUNCH and _lean_launch.ENABLED):
+        pytest.skip("the lean launch is for Triton 3.6 (and TCOURSE_LEAN_LAUNCH is not 0)")
+    x = randn(1 << 12)
+    for _ in range(3):
+        assert rel_err(K.axpy(0.5, x, x), 1.5 * x.double()) < 1e-6
+        assert rel_err(K.softmax(x.view(64, 64)), torch.softmax(x.view(64, 64).double(), -1)) < 1e-6
+    lean = _lean_launch.module()
+    assert lean is not None
+    for plans in (axpy_kernels._PLANS, softmax_kernels._PLANS):
+        assert plans and all(p.c_launch is lean.launch for p in plans.values())
 
 
 @gpu_only

@@ -4,7 +4,8 @@ paths), and how it is launched with as little host (Python) work per call as pos
 Small problems take less GPU time than Triton's own launch path takes on the host, so every
 microsecond of Python per call shows up in their timings. Hence: device facts are looked up once per
 device, the autotuner runs once per key, and a kernel that has already been launched with the same
-argument specialisation is launched again straight from its compiled form (``Launcher``).
+argument specialisation is launched again straight from its compiled form (``Launcher``), on Triton 3.6
+through a lean C launch of our own where it applies (``_lean_launch``).
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import os
 
 import torch
 import triton
+
+from . import _lean_launch
 
 # The package turns the interpreter on (or not) before the kernels are decorated, so this is fixed
 # for the life of the process, like the kernels themselves.
@@ -180,14 +183,20 @@ _MAX_MAPS = 256  # CUtensorMaps remembered per compiled kernel
 
 
 class _Compiled:
-    """One compiled specialisation and the fastest way to launch it again."""
+    """One compiled specialisation and the fastest way to launch it again.
 
-    __slots__ = ("kernel", "tail", "c_launch", "lead", "desc_meta", "maps", "make_desc_arg", "objects")
+    ``c_launch(g0, g1, g2, stream, *lead, *flat, *c_tail)`` is that way where there is one: the lean C
+    launch (``_lean_launch``: ``lead`` its head, ``c_tail`` the non-constexpr tail values and the two null
+    scratch pointers, ``drop`` the constexpr positions among the positional arguments), else Triton 3.6's
+    own C launch function (``lead`` its leading arguments, ``c_tail`` the whole tail)."""
+
+    __slots__ = ("kernel", "tail", "c_launch", "lead", "c_tail", "drop", "desc_meta", "maps", "make_desc_arg",
+                 "objects")
 
     def __init__(self, kernel, tail, args):
         self.kernel, self.tail = kernel, tail
         raw = _raw_c_launch(kernel)
-        self.c_launch = None
+        self.c_launch, self.c_tail, self.drop = None, tail, ()
         if raw is not None:
             self.c_launch, launcher = raw
             self.lead = (kernel.function, launcher.launch_cooperative_grid, launcher.launch_pdl, None, None,
@@ -201,6 +210,31 @@ class _Compiled:
             # fixed for this entry, since the launcher's key holds every argument's type
             self.objects = [i for i, a in enumerate(args) if a.__class__ not in (int, float, bool, type(None),
                                                                                   torch.Tensor)]
+            self._go_lean(launcher)
+
+    def _go_lean(self, launcher) -> None:
+        """Switch to the lean C launch where it applies: Triton 3.6's signature (descriptors expanded) has a
+        code for every parameter, one CTA per program, no cooperative or PDL launch."""
+        lean = _lean_launch.module() if RAW_LAUNCH else None
+        kernel = self.kernel
+        src, meta = getattr(kernel, "src", None), kernel.packed_metadata
+        if lean is None or not isinstance(getattr(src, "signature", None), dict) or len(meta) != 3 or meta[1] != 1:
+            return
+        if launcher.launch_cooperative_grid or launcher.launch_pdl:
+            return
+        types = _lean_launch.expanded_types(src.signature, self.desc_meta)
+        found = _lean_launch.codes_of(types) if types is not None else None
+        if found is None:
+            return
+        codes, kept = found
+        n_pos = len(types) - len(self.tail)  # the tail is the last len(tail) parameters, as launched
+        if n_pos < 0:
+            return
+        kept = set(kept)
+        self.c_tail = (*(v for j, v in enumerate(self.tail) if n_pos + j in kept), 0, 0)
+        self.drop = tuple(i for i in range(n_pos) if i not in kept)
+        self.lead = (kernel.function, 32 * meta[0], meta[2], codes)
+        self.c_launch = lean.launch
 
     def _desc(self, d, i: int) -> list:
         """The launch arguments a host TensorDescriptor expands to, its CUtensorMap built once."""
@@ -222,15 +256,16 @@ class _Compiled:
         enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
         # Triton 3.6's hooks are HookChains: the raw launch only while both are empty (a profiler such as
         # Proton adds itself there); a hook of another kind (a plain callable) takes the full path
-        if self.c_launch is None or getattr(enter, "calls", enter) or getattr(leave, "calls", leave):
-            full = (*args, *self.tail)
-            kernel.run(grid[0], g1, g2, stream, kernel.function, kernel.packed_metadata,
-                       None if enter is None else kernel.launch_metadata(grid, stream, *full),
-                       enter, leave, *full)
-            return
-        if self.objects:
-            flat = self._expand(flat)
-        self.c_launch(grid[0], g1, g2, stream, *self.lead, *flat, *self.tail)
+        if self.c_launch is not None and not getattr(enter, "calls", enter) and not getattr(leave, "calls", leave):
+            if self.objects:
+                flat = self._expand(flat)
+            if self.drop:
+                flat = [a for i, a in enumerate(flat) if i not in self.drop]
+            if self.c_launch(grid[0], g1, g2, stream, *self.lead, *flat, *self.c_tail) is not False:
+                return  # launched (False: the lean launch found no CUDA context on this thread; Triton makes one)
+        full = (*args, *self.tail)
+        kernel.run(grid[0], g1, g2, stream, kernel.function, kernel.packed_metadata,
+                   None if enter is None else kernel.launch_metadata(grid, stream, *full), enter, leave, *full)
 
     def _expand(self, flat) -> list:
         out, d, last = [], 0, 0
@@ -326,29 +361,31 @@ class Launcher:
         entry.launch(grid, args, flat, self._stream(key[0]), self._hooks)
 
 
-class Plan:
+def _plan(c_launch, grid: tuple, lead: tuple, rest: tuple, stream, device: int, hooks):
     """One compiled specialisation's C launch with its grid and all but its leading arguments fixed.
 
-    ``plan(*lead)`` launches with ``lead`` (data pointers as ints, numbers) in front of the fixed rest and
-    returns True; while a launch hook is set (a profiler) it launches nothing and returns False, so the
-    caller takes the full path. For the public functions whose whole host cost is a few microseconds
-    (AXPY, softmax): the caller keys a plan on what fixes the rest (shape, dtype, device, alignment) and
-    skips the per-call config lookup and argument keying."""
+    ``plan(*args)`` launches with ``args`` (data pointers as ints, numbers) in front of the fixed rest and
+    returns True; while a launch hook is set (a profiler), or where the lean launch finds no CUDA context on
+    the calling thread, it launches nothing and returns False, so the caller takes the full path. For the
+    public functions whose whole host cost is a few microseconds (AXPY, softmax): the caller keys a plan on
+    what fixes the rest (shape, dtype, device, alignment) and skips the per-call config lookup and argument
+    keying. A closure, not an object with a ``__call__``: a call reads its fixed parts from cells, which
+    costs less host time than attribute lookups (the hooks are read from ``hooks`` on every call, so a
+    profiler added later is seen)."""
+    g0, g1, g2 = grid
 
-    __slots__ = ("c_launch", "grid", "lead", "rest", "stream", "device", "hooks")
-
-    def __call__(self, *lead) -> bool:
-        hooks = self.hooks
+    def plan(*args) -> bool:
         enter, leave = hooks.launch_enter_hook, hooks.launch_exit_hook
         if getattr(enter, "calls", enter) or getattr(leave, "calls", leave):
             return False
-        g = self.grid
-        self.c_launch(g[0], g[1], g[2], self.stream(self.device), *self.lead, *lead, *self.rest)
-        return True
+        return c_launch(g0, g1, g2, stream(device), *lead, *args, *rest) is not False
+
+    plan.c_launch = c_launch  # for inspection (which launch a plan uses); changing it changes nothing
+    return plan
 
 
 def plan_of(launcher: "Launcher", grid: tuple, args: tuple, meta: dict, meta_key=None, n_lead: int = 0):
-    """A Plan for ``launcher(grid, args, meta, meta_key)`` once that call has been launched, with
+    """A plan (``_plan``) for ``launcher(grid, args, meta, meta_key)`` once that call has been launched, with
     ``args[:n_lead]`` left to each call; None where the raw C launch is not available for it. Host tensor
     descriptors among the fixed arguments go in as their CUtensorMaps (built once, for those addresses)."""
     if not launcher.direct or launcher._device is None:
@@ -357,13 +394,13 @@ def plan_of(launcher: "Launcher", grid: tuple, args: tuple, meta: dict, meta_key
     entry = launcher.compiled.get(key) if key is not None else None
     if entry is None or entry.c_launch is None or (entry.objects and entry.objects[0] < n_lead):
         return None
+    if any(i < n_lead for i in entry.drop):
+        return None  # a leading argument Triton made a constant: not passed to the lean launch
     if entry.objects:
         flat = entry._expand(flat)
-    plan = Plan()
-    plan.c_launch, plan.lead, plan.rest = entry.c_launch, entry.lead, (*flat[n_lead:], *entry.tail)
-    plan.grid = (*grid, 1, 1)[:3]
-    plan.stream, plan.device, plan.hooks = launcher._stream, key[0], launcher._hooks
-    return plan
+    rest = [a for i, a in enumerate(flat) if i >= n_lead and i not in entry.drop]
+    return _plan(entry.c_launch, (*grid, 1, 1)[:3], entry.lead, (*rest, *entry.c_tail), launcher._stream, key[0],
+                 launcher._hooks)
 
 
 _DEVICE_GETTER: list = []
@@ -386,7 +423,7 @@ class Plans(dict):
         super().__init__()
         self.limit = limit
 
-    def add(self, key, plan: Plan | None) -> None:
+    def add(self, key, plan) -> None:
         if plan is not None:
             if len(self) >= self.limit:
                 self.clear()
@@ -457,7 +494,7 @@ class Tuned:
             before(meta)
         self.launcher(grid(meta), args, meta, key)
 
-    def plan(self, key, grid, *args, n_lead: int) -> Plan | None:
-        """After ``launch(key, grid, *args, ...)``: a Plan of that launch taking ``args[:n_lead]`` per call."""
+    def plan(self, key, grid, *args, n_lead: int):
+        """After ``launch(key, grid, *args, ...)``: a plan of that launch taking ``args[:n_lead]`` per call."""
         meta = self._meta.get(key)
         return None if meta is None else plan_of(self.launcher, grid(meta), args, meta, key, n_lead)

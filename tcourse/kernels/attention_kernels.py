@@ -207,7 +207,7 @@ def _check(q, k, v):
         raise TypeError("attention on a GPU takes fp16 or bf16")
 
 
-_PTR_PLANS = Plans()  # (shape, dtype, causal, scale, device, q/k/v/o 16-byte aligned) -> Plan, contiguous inputs
+_PTR_PLANS = Plans()  # (shape, dtype, causal, scale, device, q/k/v/o 16-byte aligned) -> plan, contiguous inputs
 
 
 def attention_ptr(q, k, v, causal=False, sm_scale=None, config: dict | None = None):

@@ -28,7 +28,7 @@ axpy_launch = Launcher(axpy_kernel)
 CPU_BLOCK = 1024
 
 
-_PLANS = Plans()  # (n, dtype, device, x/y/out 16-byte aligned) -> Plan of the launch taking (x, y, out, a)
+_PLANS = Plans()  # (n, dtype, device, x/y/out 16-byte aligned) -> plan of the launch taking (x, y, out, a)
 
 
 def axpy(a, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -36,22 +36,26 @@ def axpy(a, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if x.shape != y.shape or x.dtype != y.dtype or x.get_device() != y.get_device():
         raise ValueError(f"x and y must match: {tuple(x.shape)} {x.dtype} {x.device} vs "
                          f"{tuple(y.shape)} {y.dtype} {y.device}")
-    a = float(a.item()) if isinstance(a, torch.Tensor) else float(a)
+    if a.__class__ is not float:
+        a = float(a.item()) if isinstance(a, torch.Tensor) else float(a)
     xc, yc = x.contiguous(), y.contiguous()
     out = torch.empty_like(xc)
+    if _PLANS and xc.is_cuda:  # a size launched before (so 0 < n < 2**31): only the pointers and `a` change
+        xp, yp, op = xc.data_ptr(), yc.data_ptr(), out.data_ptr()
+        plan = _PLANS.get((out.numel(), xc.dtype, current_device(), not xp & 15, not yp & 15, not op & 15))
+        if plan is not None and plan(xp, yp, op, a):
+            return out
     n = out.numel()
     if n >= 2**31:
         raise ValueError("axpy indexes with int32: at most 2**31 - 1 elements")
     if n == 0:
         return out
     if on_gpu(xc):
+        key, grid = (n, xc.dtype), lambda m: (cdiv(n, m["BLOCK"]),)
+        axpy_tuned.launch(key, grid, xc, yc, out, a, n)
         xp, yp, op = xc.data_ptr(), yc.data_ptr(), out.data_ptr()
-        pkey = (n, xc.dtype, current_device(), not xp & 15, not yp & 15, not op & 15)
-        plan = _PLANS.get(pkey)
-        if plan is None or not plan(xp, yp, op, a):  # a size seen before: only the pointers and `a` change
-            key, grid = (n, xc.dtype), lambda m: (cdiv(n, m["BLOCK"]),)
-            axpy_tuned.launch(key, grid, xc, yc, out, a, n)
-            _PLANS.add(pkey, axpy_tuned.plan(key, grid, xc, yc, out, a, n, n_lead=4))
+        _PLANS.add((n, xc.dtype, current_device(), not xp & 15, not yp & 15, not op & 15),
+                   axpy_tuned.plan(key, grid, xc, yc, out, a, n, n_lead=4))
     else:
         axpy_launch((cdiv(n, CPU_BLOCK),), (xc, yc, out, a, n), {"BLOCK": CPU_BLOCK})
     return out

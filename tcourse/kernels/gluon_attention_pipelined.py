@@ -301,7 +301,7 @@ def attention_pipelined_kernel(q_desc, k_desc, v_desc, o_desc, S, BH, qk_scale, 
 CONFIGS = {64: {"BM": 64, "BN": 128, "STAGES": 3, "PINGPONG": False},
            128: {"BM": 64, "BN": 128, "STAGES": 2, "PINGPONG": True}}
 _launch = Launcher(attention_pipelined_kernel)  # repeated calls: Triton's C launch, each CUtensorMap built once
-# (shape, dtype, causal, scale, order, device, Q/K/V/O addresses) -> Plan: a call on the buffers of an earlier one
+# (shape, dtype, causal, scale, order, device, Q/K/V/O addresses) -> plan: a call on the buffers of an earlier one
 # skips the four descriptors (as gluon_matmul's plans do)
 _PLANS = Plans()
 

@@ -105,7 +105,7 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, K, BM: gl.constexpr, BN: gl.constex
 
 DEFAULT_CONFIG = {"BM": 128, "BN": 128, "BK": 64, "STAGES": 4, "num_warps": 4}
 _launch = Launcher(matmul_ws_kernel)  # repeated calls: Triton's C launch, each CUtensorMap built once
-# (A, B, C addresses, M, N, K, dtype, device, config) -> Plan: a call with the same three buffers as an earlier
+# (A, B, C addresses, M, N, K, dtype, device, config) -> plan: a call with the same three buffers as an earlier
 # one (a loop over the same inputs, C landing where the caching allocator put the last one) skips the descriptors
 _PLANS = Plans()
 
