@@ -507,8 +507,8 @@ def test_compiled_entry_and_plan_take_the_lean_launch(monkeypatch):
 
 @gpu_only
 def test_the_plans_use_the_lean_launch_on_triton_36():
-    """On Triton 3.6 (the H200's) AXPY's and softmax's plans launch through the lean C launch: the timings
-    of bench.host measure it, not a silent fallback."""
+    """On Triton 3.6 (the H200's) the plans of AXPY, softmax and the 1024^3 Gluon matmul (tensor descriptors)
+    launch through the lean C launch: the timings of bench.host measure it, not a silent fallback."""
     from tcourse.kernels import _launch, _lean_launch, axpy_kernels, softmax_kernels
 
     if not (_launch.RAW_LAUNCH and _lean_launch.ENABLED):
@@ -517,9 +517,13 @@ def test_the_plans_use_the_lean_launch_on_triton_36():
     for _ in range(3):
         assert rel_err(K.axpy(0.5, x, x), 1.5 * x.double()) < 1e-6
         assert rel_err(K.softmax(x.view(64, 64)), torch.softmax(x.view(64, 64).double(), -1)) < 1e-6
+    a = randn(1024, 1024, dtype=torch.float16)
+    for _ in range(3):  # 1024^3 on Hopper: the Gluon kernel, its plan holding three CUtensorMaps ('m')
+        assert rel_err(K.matmul(a, a), a.double() @ a.double()) < 2e-3
     lean = _lean_launch.module()
     assert lean is not None
-    for plans in (axpy_kernels._PLANS, softmax_kernels._PLANS):
+    gluon = importlib.import_module("tcourse.kernels.gluon_matmul")
+    for plans in (axpy_kernels._PLANS, softmax_kernels._PLANS, gluon._PLANS):
         assert plans and all(p.c_launch is lean.launch for p in plans.values())
 
 

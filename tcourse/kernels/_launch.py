@@ -227,6 +227,8 @@ class _Compiled:
         if found is None:
             return
         codes, kept = found
+        if b"m" in codes and not _lean_launch.tensor_maps_ready(lean):
+            return
         n_pos = len(types) - len(self.tail)  # the tail is the last len(tail) parameters, as launched
         if n_pos < 0:
             return

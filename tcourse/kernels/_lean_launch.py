@@ -191,17 +191,23 @@ def _build():
     try:
         from triton.runtime.build import compile_module_from_src
 
-        mod = compile_module_from_src(src=SOURCE, name="tcourse_lean_launch")
+        return compile_module_from_src(src=SOURCE, name="tcourse_lean_launch")
     except Exception:  # noqa: BLE001 - any build or load failure: Triton's own launch stays in use
         return None
+
+
+def tensor_maps_ready(mod) -> bool:
+    """Hand ``mod`` Triton's PyCUtensorMap type (what code 'm' takes); False while Triton has not made it yet
+    (its CUDA utilities load with the first kernel), and a kernel with descriptors then keeps Triton's launch."""
     try:
         from triton.backends.nvidia import driver
 
-        if driver.PyCUtensorMap is not None:  # set once Triton's CUDA utilities are loaded
-            mod.set_tensor_map_type(driver.PyCUtensorMap)
+        if driver.PyCUtensorMap is None:
+            return False
+        mod.set_tensor_map_type(driver.PyCUtensorMap)
+        return True
     except (ImportError, AttributeError, TypeError):
-        pass  # descriptor kernels ('m') then fail the type check and are never planned with this launch
-    return mod
+        return False
 
 
 def expanded_types(signature: dict, tensordesc_meta) -> list | None:
