@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import Launcher, Plans, Tuned, cdiv, current_device, on_gpu
+from ._launch import INTERPRETED, Launcher, Plans, Tuned, cdiv, current_device
 
 
 @triton.jit
@@ -40,22 +40,22 @@ def axpy(a, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         a = float(a.item()) if isinstance(a, torch.Tensor) else float(a)
     xc, yc = x.contiguous(), y.contiguous()
     out = torch.empty_like(xc)
-    if _PLANS and xc.is_cuda:  # a size launched before (so 0 < n < 2**31): only the pointers and `a` change
+    n = out.numel()
+    gpu = xc.is_cuda and not INTERPRETED
+    if gpu:  # a size launched before (so 0 < n < 2**31) has a plan: only the pointers and `a` change
         xp, yp, op = xc.data_ptr(), yc.data_ptr(), out.data_ptr()
-        plan = _PLANS.get((out.numel(), xc.dtype, current_device(), not xp & 15, not yp & 15, not op & 15))
+        pkey = (n, xc.dtype, current_device(), not xp & 15, not yp & 15, not op & 15)
+        plan = _PLANS.get(pkey)
         if plan is not None and plan(xp, yp, op, a):
             return out
-    n = out.numel()
     if n >= 2**31:
         raise ValueError("axpy indexes with int32: at most 2**31 - 1 elements")
     if n == 0:
         return out
-    if on_gpu(xc):
+    if gpu:
         key, grid = (n, xc.dtype), lambda m: (cdiv(n, m["BLOCK"]),)
         axpy_tuned.launch(key, grid, xc, yc, out, a, n)
-        xp, yp, op = xc.data_ptr(), yc.data_ptr(), out.data_ptr()
-        _PLANS.add((n, xc.dtype, current_device(), not xp & 15, not yp & 15, not op & 15),
-                   axpy_tuned.plan(key, grid, xc, yc, out, a, n, n_lead=4))
+        _PLANS.add(pkey, axpy_tuned.plan(key, grid, xc, yc, out, a, n, n_lead=4))
     else:
         axpy_launch((cdiv(n, CPU_BLOCK),), (xc, yc, out, a, n), {"BLOCK": CPU_BLOCK})
     return out
