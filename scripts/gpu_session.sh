@@ -129,6 +129,9 @@ for step in "${steps[@]}"; do
     gbwd12)  # the Gluon backward with dP^T's wait held after the exponentials (PIN_WAIT): checked, time-limited, then timed
       run probe_gbwd12check timeout 200 python3 scripts/probe_issue18.py gbwd12check
       grep -q "'ok': False" results/h200/logs/probe_gbwd12check.log || run probe_gbwd12 timeout 300 python3 scripts/probe_issue18.py gbwd12 ;;
+    fwd12)  # the forward with two or three in-order consumer warpgroups (gluon_attention_consumers): checked first (hand-written barriers), then timed
+      run probe_fwd12check timeout 360 python3 scripts/probe_issue18.py fwd12check
+      grep -q "all ok: True" results/h200/logs/probe_fwd12check.log && run probe_fwd12 timeout 400 python3 scripts/probe_issue18.py fwd12 ;;
     mmp)  # 4096^3 and 8192^3: a persistent warp-specialised Gluon matmul, checked first (hand-written barriers), then timed
       run probe_mmpcheck timeout 150 python3 scripts/probe_issue18.py mmpcheck
       grep -q "all ok: True" results/h200/logs/probe_mmpcheck.log && run probe_mmp timeout 300 python3 scripts/probe_issue18.py mmp ;;
@@ -139,6 +142,8 @@ for step in "${steps[@]}"; do
       kill $smi ;;
     fwd10) run probe_fwd10 timeout 300 python3 scripts/probe_issue18.py fwd10 ;;  # 256-row programs, 16 warps, D=64
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
+    consumers-test) run kernel_tests_gpu_consumers timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
+      -k "consumers or pipelined or descriptor or attention" ;;  # session 23: the in-order Gluon attention and what dispatches to it
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;
     attention-tests) run kernel_tests_gpu_attention timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
         -k "attention or pipelined or descriptor or repeated" ;;

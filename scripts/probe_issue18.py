@@ -1960,6 +1960,60 @@ def lean() -> dict:
     return out
 
 
+
+# -- session 23: two or three consumer warpgroups, each in order (``gluon_attention_consumers``) -----------------------
+
+# name -> (NC, BN, STAGES, REGS per worker consumer) of ``gluon_attention_consumers`` (the kernel was written here first,
+# as ``attention_mc_kernel``, and moved to the module unchanged; run 1 of both parts below ran that first version)
+MC_CONFIGS = {64: {"mc2 bn128 s3": (2, 128, 3, 240), "mc3 bn128 s2": (3, 128, 2, 160), "mc3 bn128 s3": (3, 128, 3, 160)},
+              128: {"mc2 bn128 s2": (2, 128, 2, 240), "mc2 bn64 s3": (2, 64, 3, 240), "mc3 bn64 s2": (3, 64, 2, 160)}}
+
+
+def _mc_fn(q, k, v, cfg: tuple, causal: bool = False):
+    from tcourse.kernels import gluon_attention_consumers as C
+
+    return lambda: C.attention(q, k, v, causal, config=cfg)
+
+
+def fwd12check() -> list:
+    """Session 23: ``gluon_attention_consumers`` in each config against fp32 SDPA, fresh inputs each case, causal or not: S a
+    multiple of 64 (192-row tiles with a partial last one), fewer tiles than SMs, many tiles a program, fp16 and bf16,
+    D 64 and 128; hand-written barriers, so the session step runs it under a time limit before ``fwd12``. (Run 1,
+    ``fwd12check_run1.json``: D=64 not causal only, at a state with a fourth consumer and no causal mask.)"""
+    import torch.nn.functional as F
+
+    rows: list = []
+    for dt in (torch.float16, torch.bfloat16):
+        for D in (64, 128):
+            for B, H, S in ((1, 2, 256), (2, 3, 1024), (3, 50, 512), (1, 4, 4096), (2, 7, 640)):
+                for causal in (False, True):
+                    q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=dt) for _ in range(3))
+                    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+                    for name, cfg in MC_CONFIGS[D].items():
+                        if S % cfg[1]:
+                            continue
+                        def one(cfg=cfg):
+                            out = _mc_fn(q, k, v, cfg, causal)()
+                            torch.cuda.synchronize()
+                            err = float((out.float() - ref).abs().max())
+                            return {"max_abs_err": err, "rel_err": _rel(out, ref), "ok": bool(err < 2e-2)}
+                        _guard(rows, {"dtype": str(dt), "BHSD": [B, H, S, D], "causal": causal, "kernel": name}, one)
+    print("all ok:", all(r.get("ok") for r in rows), flush=True)
+    return rows
+
+
+def fwd12() -> list:
+    """Session 23: ``gluon_attention_consumers`` in each config beside the public ``attention`` and the pipelined Gluon kernel on
+    the suite's 8 fp16 shapes (B4 H32); checked against SDPA (gate 1e-3), GPU time against cuDNN, 5 interleaved rounds.
+    (Run 1, ``fwd12_run1.json``: D=64 not causal, S 1024 and 4096, with a fourth consumer (BN 64) and no causal mask.)"""
+    from tcourse.kernels import attention_kernels as A
+    from tcourse.kernels import gluon_attention_pipelined as P
+
+    def variants(q, k, v, causal):
+        return {"public": lambda: A.attention(q, k, v, causal), "gluon pipelined": lambda: P.attention(q, k, v, causal),
+                **{name: _mc_fn(q, k, v, cfg, causal) for name, cfg in MC_CONFIGS[q.shape[3]].items()}}
+    return _fwd_against_cudnn(FWD_SHAPES, variants, rounds=5, gate=1e-3)
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
@@ -1969,7 +2023,8 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "mm1024t": mm1024t, "fwd10": fwd10, "mm1024u": mm1024u,
          "mm1024scheck": mm1024scheck, "mm1024s": mm1024s, "mm1024n": mm1024n, "l2p": l2p,
          "fwd11check": fwd11check, "fwd11": fwd11, "gbwd12check": gbwd12check, "gbwd12": gbwd12,
-         "mmpcheck": mmpcheck, "mmp": mmp, "mmclock": mmclock, "lean": lean}
+         "mmpcheck": mmpcheck, "mmp": mmp, "mmclock": mmclock, "lean": lean,
+         "fwd12check": fwd12check, "fwd12": fwd12}
 
 
 def main(argv: list[str]) -> int:

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import tcourse.kernels as K
-from tcourse.kernels import matmul_kernels, softmax_kernels
+from tcourse.kernels import attention_kernels, matmul_kernels, softmax_kernels
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 gpu_only = pytest.mark.skipif(DEV == "cpu", reason="bf16 and the Hopper paths need a GPU")
@@ -185,6 +185,31 @@ def test_pipelined_gluon_attention_gpu(dtype):
         v.copy_(randn(B, H, S, D, dtype=dtype, seed=40))  # new values at the same addresses: the same plan
         ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
         assert rel_err(P.attention(q, k, v, True), ref) < 1e-2, (B, H, S, D)
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_consumers_gluon_attention_gpu(dtype):
+    """The in-order Gluon kernel with two and three consumers, key blocks of 128 and 64, against float64 SDPA:
+    fewer tiles than SMs, several tiles per program (each consumer's Q double-buffered across them), heads whose
+    last 192-row tile reaches past S (three consumers: the ones past the end store nothing), causal and not;
+    then the default config on repeated calls (the launch plan) and new values at the same addresses."""
+    if not torch.cuda.get_device_capability()[0] == 9:
+        pytest.skip("the Gluon kernel is written for Hopper")
+    C = pytest.importorskip("tcourse.kernels.gluon_attention_consumers")
+    configs = {64: (C.TWO[64], C.THREE, (3, 128, 2, 160)), 128: (C.TWO[128], (2, 64, 3, 240), (3, 64, 2, 160))}
+    for B, H, S, D in ((1, 2, 256, 64), (1, 50, 512, 64), (3, 50, 512, 64), (2, 7, 640, 64), (2, 3, 1024, 128),
+                       (1, 70, 768, 128)):
+        q, k, v = (randn(B, H, S, D, dtype=dtype, seed=50 + i) for i in range(3))
+        for causal in (False, True):
+            ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+            for cfg in configs[D]:
+                assert rel_err(C.attention(q, k, v, causal, config=cfg), ref) < 1e-2, (B, H, S, D, causal, cfg)
+            for _ in range(3):
+                assert rel_err(C.attention(q, k, v, causal), ref) < 1e-2, (B, H, S, D, causal)
+        v.copy_(randn(B, H, S, D, dtype=dtype, seed=60))
+        ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
+        assert rel_err(C.attention(q, k, v, True), ref) < 1e-2, (B, H, S, D)
 
 
 @gpu_only
@@ -531,8 +556,8 @@ def test_the_plans_use_the_lean_launch_on_triton_36():
 def test_descriptor_kernels_stay_correct_on_the_raw_launch():
     """Kernels with host tensor descriptors, called four times with fresh inputs (first: autotune or
     pinned config, second: kernel[grid], then the direct launch with cached CUtensorMaps): the TMA
-    attention (D=64, S=4096), the pipelined Gluon attention it dispatches to (D=128; causal D=64 at
-    S=1024), the TMA matmul and the FP8 TMA kernel."""
+    attention (D=64, S=4096), the Gluon attention the public one dispatches to (two consumers, D=128 and causal
+    D=64; three, D=64 S=4096), the TMA matmul and the FP8 TMA kernel."""
     from tcourse.kernels.fp8_matmul import fp8_matmul, quantize_e4m3
 
     for seed in range(4):
@@ -541,6 +566,8 @@ def test_descriptor_kernels_stay_correct_on_the_raw_launch():
             q, k, v = (randn(*shape, dtype=torch.float16, seed=seed * 10 + i) for i in range(3))
             ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
             assert rel_err(K.attention(q, k, v, causal=causal), ref) < 3e-3, (seed, shape)
+            if shape[3] == 64 and not causal:
+                assert rel_err(attention_kernels.attention_tma(q, k, v, causal), ref) < 3e-3, (seed, shape)
         a, b = randn(2048, 2048, dtype=torch.float16, seed=seed), randn(2048, 2048, dtype=torch.float16, seed=seed + 5)
         assert rel_err(K.matmul(a, b), a.double() @ b.double()) < 5e-3
         for dims in ((None, None), (1, 0)):

@@ -134,19 +134,42 @@ def test_gluon_matmul_config_of_the_1024_dispatch_compiles_without_spills():
         assert ring <= rep.shared_bytes < ring + 64 * 128 * 2 and rep.fits_sm90 and rep.spills == 0
 
 
-def test_attention_dispatches_to_the_pipelined_gluon_kernel_where_it_measured_faster():
-    """Shape rules only (no GPU needed): D=128, and causal D=64 up to S=2048; never a shape the kernel
-    cannot take."""
-    pytest.importorskip("tcourse.kernels.gluon_attention_pipelined")
+def test_attention_dispatches_to_the_in_order_gluon_kernel_with_its_measured_config():
+    """Shape rules only (no GPU needed): D 64 and 128, causal or not, S a multiple of 128; three consumers only
+    for D=64 without a mask where the last 192-row tile pads S by at most 1/16; never a shape the kernel cannot
+    take."""
+    C = pytest.importorskip("tcourse.kernels.gluon_attention_consumers")
     from tcourse.kernels import attention_kernels as A
 
     def picks(B, H, S, D, causal, dtype=torch.float16):
         return A._gluon_kernel(torch.empty(B, H, S, D, dtype=dtype), causal) is not None
 
-    assert picks(4, 32, 1024, 128, False) and picks(4, 32, 4096, 128, True) and picks(4, 32, 1024, 64, True)
-    assert picks(4, 32, 1024, 128, False, torch.bfloat16)
-    assert not picks(4, 32, 4096, 64, True) and not picks(4, 32, 1024, 64, False) and not picks(4, 32, 1024, 32, True)
-    assert not picks(1, 8, 1000, 128, False)  # S not a multiple of 2 * BM: the Triton kernels
+    for S in (1024, 4096):
+        for D in (64, 128):
+            for causal in (False, True):
+                assert picks(4, 32, S, D, causal) and picks(4, 32, S, D, causal, torch.bfloat16), (S, D, causal)
+    assert not picks(4, 32, 1024, 32, True) and not picks(4, 32, 1024, 256, False)
+    assert not picks(1, 8, 1000, 128, False) and not picks(1, 8, 1088, 64, False)  # S % 128: the Triton kernels
+    assert not picks(4, 32, 1024, 64, False, torch.float32)
+    assert C.config_for(4096, 64, False) == C.config_for(2048, 64, False) == C.THREE  # 4224 / 2112 rows in tiles
+    assert C.config_for(1024, 64, False) == C.TWO[64]  # 1152 rows: an eighth past the end
+    assert C.config_for(4096, 64, True) == C.TWO[64] and C.config_for(4096, 128, False) == C.TWO[128]
+
+
+@pytest.mark.parametrize("S, D, causal", [(1024, 64, False), (4096, 64, False), (1024, 64, True), (4096, 128, True)])
+def test_consumers_gluon_attention_compiles_for_sm90(S, D, causal):
+    """NC worker partitions beside the default one (NC - 1 consumers and the loader), no spills, as much shared memory as ``supports`` counts, and three waits per consumer
+    (the tile's first Q K^T, the loop's, the last P V): ptxas did not serialise the wgmmas for lack of registers."""
+    C = pytest.importorskip("tcourse.kernels.gluon_attention_consumers")
+    nc, bn, stages, _ = C.config_for(S, D, causal)
+    rep = C.compile_sm90(S=S, D=D, causal=causal)
+    assert sum(line.strip().startswith("partition") for line in rep.asm["ttgir"].splitlines()) == nc
+    assert rep.fits_sm90 and rep.spills == 0
+    smem = (3 * nc * C.BM + 2 * stages * bn) * D * 2
+    assert smem <= rep.shared_bytes <= smem + 1024
+    sass = rep.sass()
+    assert sass.count("WARPGROUP.DEPBAR") == 3 * nc
+    assert sass.count("HGMMA") == nc * 2 * (D // 16 + bn // 16)  # each Q K^T and P V written twice (prologue, loop)
 
 
 def test_a_triton_without_gluon_keeps_the_public_functions_on_their_triton_kernels(monkeypatch):
@@ -154,7 +177,7 @@ def test_a_triton_without_gluon_keeps_the_public_functions_on_their_triton_kerne
     dispatchers then pick no Gluon kernel."""
     from tcourse.kernels import _launch, attention_kernels as A
 
-    monkeypatch.setattr(_launch, "_GLUON_MODULES", {"gluon_attention_pipelined": None, "gluon_attention_bwd": None,
+    monkeypatch.setattr(_launch, "_GLUON_MODULES", {"gluon_attention_consumers": None, "gluon_attention_bwd": None,
                                                     "gluon_matmul": None})
     assert _launch.gluon_module("no_such_kernel_module") is None
     assert "no_such_kernel_module" in _launch._GLUON_MODULES

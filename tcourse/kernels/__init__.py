@@ -15,9 +15,9 @@ Chapters 8-10 import their kernels from the modules directly: ``fp8_matmul`` (e4
 or row-wise scales), ``dropout_kernels`` (seeded dropout, mask regenerated in backward),
 ``layernorm_bwd_kernels`` (LayerNorm forward with saved statistics and backward), ``attention_bwd_kernels``
 (FlashAttention-2 forward with lse and backward), ``torch_ops`` (``tcourse::layernorm`` as a ``triton_op``
-with autograd), and the Gluon kernels for Hopper ``gluon_matmul``, ``gluon_attention`` and
-``gluon_attention_pipelined`` (not imported here: Gluon is experimental and GPU-specific; ``attention``
-imports the pipelined one on first use where it dispatches to it).
+with autograd), and the Gluon kernels for Hopper ``gluon_matmul``, ``gluon_attention``,
+``gluon_attention_pipelined`` and ``gluon_attention_consumers`` (not imported here: Gluon is experimental and
+GPU-specific; ``attention`` imports the last one on first use where it dispatches to it).
 
 On a machine without a GPU, importing this package turns Triton's interpreter on first (through
 ``tcourse.runtime``), so the same functions run on CPU tensors.

@@ -275,22 +275,20 @@ TMA_MIN_WORK = 2**32
 
 
 def _gluon_kernel(q, causal):
-    """The pipelined Gluon kernel (``gluon_attention_pipelined``) where it measured faster than the
-    Triton one on the H200: D = 128 (0.95-1.13x cuDNN against 0.80-0.87x), and causal D = 64 up to S = 2048
-    (1.02x against 0.93x at S = 1024; at S = 4096 0.92x against 0.95x); results/h200/issue18/fwd4_run*.json,
-    fp16 B4 H32, with its default tile orders. None elsewhere, or where this Triton has no Gluon."""
-    S, D = q.shape[2], q.shape[3]
-    if not (D == 128 or (D == 64 and causal and S <= 2048)):
-        return None
-    found = gluon_module("gluon_attention_pipelined")
+    """The Gluon kernel with two or three in-order consumer warpgroups (``gluon_attention_consumers``), which
+    measured 1.00-1.14x cuDNN on the H200 on all 8 fp16 B4 H32 shapes (S 1024 / 4096, D 64 / 128, causal or not;
+    results/h200/issue18/fwd12.json), against 0.93-1.14x for the dispatch before it (the Triton kernel for D=64
+    without a mask and for S4096 D64 causal, the pipelined Gluon kernel elsewhere). None where it does not take the
+    shape, or where this Triton has no Gluon."""
+    found = gluon_module("gluon_attention_consumers")
     return found if found is not None and found.supports(q, causal) else None
 
 
 def attention(q, k, v, causal=False, sm_scale=None):
     """softmax(q @ k^T * sm_scale [+ causal mask]) @ v for (B, H, S, D) tensors; sm_scale defaults
     to 1/sqrt(D). fp16/bf16 on a GPU: on Hopper, for problems of ``TMA_MIN_WORK`` and up with
-    S % 128 == 0, the TMA kernel (the Gluon one where it is faster); else the pointer kernel. fp32/fp16
-    on CPU."""
+    S % 128 == 0, the Gluon kernel where it takes the shape (D 64 or 128), else the Triton TMA kernel;
+    smaller problems and other GPUs the pointer kernel. fp32/fp16 on CPU."""
     if tma_available(q):
         B, H, S, D = q.shape
         if B * H * S * S * D >= TMA_MIN_WORK:
