@@ -143,7 +143,7 @@ for step in "${steps[@]}"; do
     fwd10) run probe_fwd10 timeout 300 python3 scripts/probe_issue18.py fwd10 ;;  # 256-row programs, 16 warps, D=64
     fwd5) run probe_fwd5 timeout 240 python3 scripts/probe_issue18.py fwd5 ;;  # D=64 configs, each checked before timing
     consumers-test) run kernel_tests_gpu_consumers timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
-      -k "consumers_gluon_attention_gpu and float16 or descriptor_kernels" ;;  # session 23: the in-order Gluon attention, the raw launch
+      -k "consumers_gluon_attention_gpu or descriptor_kernels" ;;  # session 23: the in-order Gluon attention, the raw launch
     pipelined-test) run kernel_tests_gpu_pipelined timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k pipelined ;;
     attention-tests) run kernel_tests_gpu_attention timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
         -k "attention or pipelined or descriptor or repeated" ;;
