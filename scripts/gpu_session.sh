@@ -132,6 +132,7 @@ for step in "${steps[@]}"; do
     fwd12)  # the forward with two or three in-order consumer warpgroups (gluon_attention_consumers): checked first (hand-written barriers), then timed
       run probe_fwd12check timeout 360 python3 scripts/probe_issue18.py fwd12check
       grep -q "all ok: True" results/h200/logs/probe_fwd12check.log && run probe_fwd12 timeout 400 python3 scripts/probe_issue18.py fwd12 ;;
+    fwd12s) run probe_fwd12s timeout 150 python3 scripts/probe_issue18.py fwd12s ;;  # three consumers or two at S2048 and S8192 (D64)
     mmp)  # 4096^3 and 8192^3: a persistent warp-specialised Gluon matmul, checked first (hand-written barriers), then timed
       run probe_mmpcheck timeout 150 python3 scripts/probe_issue18.py mmpcheck
       grep -q "all ok: True" results/h200/logs/probe_mmpcheck.log && run probe_mmp timeout 300 python3 scripts/probe_issue18.py mmp ;;
