@@ -208,7 +208,8 @@ def attention_consumers_kernel(q_desc, k_desc, v_desc, o_desc, S, n_m, BH, G, qk
 
 # (NC, BN, STAGES, REGS of each worker consumer): NC * 128 + 32 threads share the SM's 64K registers.
 # Measured on an H200 against cuDNN (results/h200/issue18/fwd12.json, GPU time, fp16 B4 H32): two consumers
-# 1.00-1.14x on the 8 shapes; three 1.06-1.08x at S4096 D64 (against 1.00x with two) but 0.98x at S1024 D64,
+# 1.00-1.14x on the 8 shapes; three 1.06-1.08x at S4096 D64 (against 1.00x with two; fwd12s.json: 1.08x / 1.18x
+# at S2048 / S8192 against 1.01x / 1.03x) but 0.98x at S1024 D64,
 # where 1024 rows make 6 tiles of 192 and an eighth of the work is on rows past the end. D=128 with three
 # consumers needs key blocks of 64 (shared memory), which measured 0.82-0.91x.
 TWO = {64: (2, 128, 3, 240), 128: (2, 128, 2, 240)}
