@@ -32,8 +32,8 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from ..compile_info import H100_SMEM_LIMIT
 from ._launch import Launcher, Plans, current_device, num_sms, plan_of
 from .gluon_attention import LOADER_REGS, LOADER_WARPS, LOG2E
-from .gluon_attention_pipelined import _softmax_update, _tile, tile_order
-from .gluon_matmul import _GL_DTYPE, _layout, _tma_load, _tma_store, descriptor_type
+from .gluon_attention_pipelined import _softmax_update, _store_o, _tile, tile_order
+from .gluon_matmul import _GL_DTYPE, _layout, _tma_load, descriptor_type
 
 BM = 64  # query rows per consumer warpgroup (one wgmma M)
 
@@ -153,11 +153,7 @@ def _consumer(q_bufs, q_ready, q_empty, k_bufs, v_bufs, k_ready, k_empty, v_read
         acc, p_op = warpgroup_mma_wait(0, deps=[o_tok, p_op])
         mbarrier.arrive(v_empty.index(sv), count=1)
         if q_row < S:  # consumers past the head's end (NC = 3) store nothing
-            acc = acc / gl.expand_dims(gl.convert_layout(l_i, row_o), 1)
-            tma.store_wait(0)  # the previous tile's O store has read o_tile
-            o_tile.store(acc.to(dtype))
-            fence_async_shared()
-            _tma_store(o_desc, [bh * S + q_row, 0], o_tile)
+            _store_o(acc, l_i, o_desc, o_tile, bh * S + q_row, o_layout)
         it += n
         ti += 1
     tma.store_wait(0)
