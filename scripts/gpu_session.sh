@@ -116,6 +116,11 @@ for step in "${steps[@]}"; do
     mm1024s)  # 1024^3 with the K loop split between two MMA warpgroups: checked first (hand-written barriers), then timed
       run probe_mm1024scheck timeout 150 python3 scripts/probe_issue18.py mm1024scheck
       grep -q "all ok: True" results/h200/logs/probe_mm1024scheck.log && run probe_mm1024s timeout 330 python3 scripts/probe_issue18.py mm1024s ;;
+    mm1024k)  # 1024^3 with K split between two programs (flags in global memory): checked first, then timed; 64x64 tiles
+      run probe_mm1024kcheck timeout 200 python3 scripts/probe_issue18.py mm1024kcheck
+      grep -q "all ok: True" results/h200/logs/probe_mm1024kcheck.log && run probe_mm1024k timeout 240 python3 scripts/probe_issue18.py mm1024k ;;
+    smv) run probe_smv timeout 300 python3 scripts/probe_issue18.py smv ;;  # softmax: its loads with and without evict_first
+    axpyv) run probe_axpyv timeout 240 python3 scripts/probe_issue18.py axpyv ;;  # AXPY configs and cache policies, dirty and clean L2
     mm1024n) run probe_mm1024n timeout 300 python3 scripts/probe_issue18.py mm1024n ;;  # 1024^3: a 9-stage ring
     l2p) run probe_l2p timeout 420 python3 scripts/probe_issue18.py l2p ;;  # the TMA maps' L2 promotion, 128B / 256B / none
     ncu-attn)  # Nsight Compute on the S1024 D64 forward: cuDNN's kernel, ours (Triton TMA) and the pipelined Gluon one

@@ -2025,6 +2025,256 @@ def fwd12s() -> list:
         return {"two consumers": _mc_fn(q, k, v, C.TWO[64], causal), "three consumers": _mc_fn(q, k, v, C.THREE, causal)}
     return _fwd_against_cudnn(((2048, 64, False), (8192, 64, False)), variants, rounds=5, gate=1e-3)
 
+
+# -- session 24: 1024^3 with K split between two programs (C's tile read from L2 a third less), 64x64 tiles, AXPY -----
+@gluon.jit
+def _loader_from(a_desc, b_desc, a_bufs, b_bufs, ready, empty, off_m, off_n, k0, k_tiles):
+    """``gluon_matmul._loader`` for K steps k0 .. k0 + k_tiles."""
+    BK: gl.constexpr = a_bufs.shape[2]
+    STAGES: gl.constexpr = a_bufs.shape[0]
+    for k in range(k_tiles):
+        s = k % STAGES
+        mbarrier.wait(empty.index(s), ((k // STAGES) & 1) ^ 1)
+        mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+        _tma_load(a_desc, [off_m, (k0 + k) * BK], ready.index(s), a_bufs.index(s))
+        _tma_load(b_desc, [(k0 + k) * BK, off_n], ready.index(s), b_bufs.index(s))
+
+
+@gluon.jit
+def matmul_split2_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, K, BM: gl.constexpr, BN: gl.constexpr,
+                         BK: gl.constexpr, STAGES: gl.constexpr, MMA_WARPS: gl.constexpr):
+    """Two programs per BM x BN tile of C, each half of K (grid axis 2). The first (axis 2 = 0) stores its fp32 sum to
+    ``ws`` and raises the tile's flag (release); the second waits for the flag (acquire), adds, lowers the flag and
+    stores C. The grid's axis 2 is its slowest, so every first half is handed out before any second half waits."""
+    pid_m = gl.program_id(0)
+    pid_n = gl.program_id(1)
+    kz = gl.program_id(2)
+    k_tiles = gl.cdiv(K, BK) // 2
+    dtype: gl.constexpr = a_desc.dtype
+    a_bufs = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(dtype, [STAGES, BK, BN], b_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+    fence_async_shared()
+    mma_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[MMA_WARPS, 1],
+                                                         instr_shape=[16, BN, 16])
+    acc = gl.zeros((BM, BN), gl.float32, mma_layout)
+    acc = gl.warp_specialize([(_mma, (a_bufs, b_bufs, ready, empty, k_tiles, acc)),
+                              (_loader_from, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, pid_m * BM, pid_n * BN,
+                                              kz * k_tiles, k_tiles))], [LOADER_WARPS], [LOADER_REGS])[0]
+    for s in gl.static_range(STAGES):
+        mbarrier.invalidate(ready.index(s))
+        mbarrier.invalidate(empty.index(s))
+    tile = pid_m * gl.num_programs(1) + pid_n
+    rows = gl.arange(0, BM, layout=gl.SliceLayout(1, mma_layout))
+    cols = gl.arange(0, BN, layout=gl.SliceLayout(0, mma_layout))
+    ptrs = ws_ptr + tile * (BM * BN) + rows[:, None] * BN + cols[None, :]
+    c_smem = gl.allocate_shared_memory(dtype, [BM, BN], c_desc.layout)
+    if kz == 0:
+        gl.store(ptrs, acc)
+        gl.thread_barrier()  # every warp's partial sum before the one release
+        gl.atomic_xchg(flag_ptr + tile, 1, sem="release", scope="gpu")
+    else:
+        while gl.atomic_cas(flag_ptr + tile, 1, 0, sem="acquire", scope="gpu") != 1:
+            pass
+        gl.thread_barrier()
+        acc = acc + gl.load(ptrs, cache_modifier=".cg")
+        c_smem.store(acc.to(dtype))
+        fence_async_shared()
+        _tma_store(c_desc, [pid_m * BM, pid_n * BN], c_smem)
+        tma.store_wait(0)
+
+
+SPLIT2_CONFIGS = {"split2 128x128x64 s4 w8": (128, 128, 64, 4, 8), "split2 128x128x64 s6 w8": (128, 128, 64, 6, 8),
+                  "split2 128x128x64 s4 w4": (128, 128, 64, 4, 4), "split2 128x128x128 s3 w8": (128, 128, 128, 3, 8)}
+_SPLIT2_LAUNCH = Launcher(matmul_split2_kernel)
+_SPLIT2_WS: dict = {}
+
+
+def _split2_fn(a, b, cfg: tuple):
+    """A call of ``matmul_split2_kernel`` on ``a @ b`` into one output, descriptors built once; fp32 slots and flags
+    (zeroed once; each second half lowers its flag again) kept per tile count."""
+    from tcourse.kernels import gluon_matmul as GM
+
+    (M, K), N = a.shape, b.shape[1]
+    bm, bn, bk, stages, warps = cfg
+    if M % bm or N % bn or K % (2 * bk):
+        raise ValueError(f"split2 needs M % {bm}, N % {bn}, K % {2 * bk} == 0")
+    tiles = (M // bm) * (N // bn)
+    key = (tiles, bm * bn, a.device)
+    if key not in _SPLIT2_WS:
+        _SPLIT2_WS[key] = (torch.empty(tiles * bm * bn, device=a.device, dtype=torch.float32),
+                           torch.zeros(tiles, device=a.device, dtype=torch.int32))
+    ws, flags = _SPLIT2_WS[key]
+    c = a.new_empty((M, N))
+    args = (*GM.descriptors(a, b, c, bm, bn, bk), ws, flags, K)
+    meta = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "MMA_WARPS": warps, "num_warps": warps}
+    grid = (M // bm, N // bn, 2)
+
+    def call():
+        _SPLIT2_LAUNCH(grid, args, meta)
+        return c
+    return call
+
+
+SMALL_TILES = {"64x64x64 s6": {"BM": 64, "BN": 64, "BK": 64, "STAGES": 6, "num_warps": 4},
+               "64x64x64 s4": {"BM": 64, "BN": 64, "BK": 64, "STAGES": 4, "num_warps": 4},
+               "64x64x128 s3": {"BM": 64, "BN": 64, "BK": 128, "STAGES": 3, "num_warps": 4}}
+
+
+def mm1024kcheck() -> list:
+    """Session 24: ``matmul_split2_kernel`` in each config and the 64x64-tile configs of the public Gluon kernel against
+    fp64, fresh inputs each case (1024^3, 2048x1024x512, 1024x2048x4096, 512x512x256; fp16 and bf16; the split kernel
+    twice per case, its flags lowered again by each call); hand-written flags, so the session step runs it under a time
+    limit before ``mm1024k``."""
+    from tcourse.kernels import gluon_matmul as GM
+
+    rows: list = []
+    for dt in (torch.float16, torch.bfloat16):
+        for M, N, K in ((1024, 1024, 1024), (2048, 1024, 512), (1024, 2048, 4096), (512, 512, 256)):
+            variants = {**{n: (lambda a, b, c=c: _split2_fn(a, b, c)()) for n, c in SPLIT2_CONFIGS.items()},
+                        **{n: (lambda a, b, c=c: GM.matmul(a, b, c)) for n, c in SMALL_TILES.items()}}
+            for name, fn in variants.items():
+                for trial in range(2):
+                    a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
+                    def one(a=a, b=b, fn=fn):
+                        out = fn(a, b)
+                        torch.cuda.synchronize()
+                        err = _rel(out, a.double() @ b.double())
+                        return {"err": err, "ok": bool(err < 2e-2 and torch.isfinite(out).all())}
+                    _guard(rows, {"dtype": str(dt), "mnk": [M, N, K], "kernel": name, "trial": trial}, one)
+    print("all ok:", all(r.get("ok") for r in rows), flush=True)
+    return rows
+
+
+def mm1024k() -> list:
+    """Session 24: 1024^3, the split kernel's configs and the 64x64 tiles (256 programs, two an SM) beside the public
+    ``matmul`` (64x128x64, 8 stages, one program an SM) and torch; GPU time (5 rounds) then kernel time (3; the profiler
+    last, as in the suite); fp16 and bf16."""
+    from tcourse.kernels import gluon_matmul as GM, matmul_kernels as M
+
+    rows: list = []
+    for timer, rounds in (("gpu_time", 5), ("kernel", 3)):
+        for dt in (torch.float16, torch.bfloat16):
+            a, b = (torch.randn(1024, 1024, device="cuda", dtype=dt) for _ in range(2))
+            variants = {"public matmul": lambda: M.matmul(a, b),
+                        **{n: _split2_fn(a, b, c) for n, c in SPLIT2_CONFIGS.items()},
+                        **{n: (lambda c=c: GM.matmul(a, b, c)) for n, c in SMALL_TILES.items()},
+                        "public matmul again": lambda: M.matmul(a, b)}
+            for name, fn in variants.items():
+                _guard(rows, {"timer": timer, "dtype": str(dt), "kernel": name},
+                       lambda fn=fn: _cmp(fn, lambda: a @ b, timer=timer, rounds=rounds))
+    return rows
+
+
+@triton.jit
+def axpy_probe_kernel(x_ptr, y_ptr, out_ptr, a, n, BLOCK: tl.constexpr, LOAD_EVICT: tl.constexpr,
+                      STORE_EVICT: tl.constexpr, STORE_CACHE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, eviction_policy=LOAD_EVICT)
+    y = tl.load(y_ptr + offs, mask=mask, eviction_policy=LOAD_EVICT)
+    tl.store(out_ptr + offs, a * x + y, mask=mask, eviction_policy=STORE_EVICT, cache_modifier=STORE_CACHE)
+
+
+AXPY_VARIANTS = {"1024 w4": (1024, 4, "", "", ""), "4096 w8": (4096, 8, "", "", ""),
+                 "1024 w4 load evict_first": (1024, 4, "evict_first", "", ""),
+                 "1024 w4 load+store evict_first": (1024, 4, "evict_first", "evict_first", ""),
+                 "1024 w4 store .cs": (1024, 4, "", "", ".cs"),
+                 "1024 w4 load evict_first store .cs": (1024, 4, "evict_first", "", ".cs"),
+                 "16384 w8": (16384, 8, "", "", "")}
+
+
+def axpyv() -> list:
+    """Session 24: AXPY at 2^24 and 2^27 (fp32) in fixed configs and cache policies beside the public ``axpy`` (its
+    autotuned pick) and ``torch.add``: checked, then GPU time with L2 cleared by do_bench's memset (dirty lines the
+    kernel writes back) and by a read (clean), 5 rounds each, then kernel time (3)."""
+    from tcourse.kernels import axpy_kernels as AX
+
+    rows: list = []
+    for timer, rounds in (("gpu_time", 5), ("gpu_time_clean_l2", 5), ("kernel", 3)):
+        for n in (2**24, 2**27):
+            x, y = (torch.randn(n, device="cuda") for _ in range(2))
+            out = torch.empty_like(x)
+            ref = 1.7 * x.double() + y.double()
+
+            def fixed(v):
+                blk, w, le, se, sc = v
+                return lambda: axpy_probe_kernel[(triton.cdiv(n, blk),)](x, y, out, 1.7, n, BLOCK=blk, LOAD_EVICT=le,
+                                                                          STORE_EVICT=se, STORE_CACHE=sc, num_warps=w)
+            variants = {"public axpy": lambda: AX.axpy(1.7, x, y), **{k: fixed(v) for k, v in AXPY_VARIANTS.items()}}
+            for name, fn in variants.items():
+                def one(fn=fn, name=name):
+                    r = fn()
+                    torch.cuda.synchronize()
+                    err = _rel(r if name == "public axpy" else out, ref)
+                    return {"err": err, **_cmp(fn, lambda: torch.add(y, x, alpha=1.7), timer=timer, rounds=rounds)}
+                _guard(rows, {"timer": timer, "n": n, "kernel": name}, one)
+    return rows
+
+
+def smv() -> list:
+    """Session 24, after ``axpyv`` (an eviction hint on AXPY's loads cost it 3-7 % of its bandwidth): the softmax kernels
+    read x with ``evict_first`` (the one-block kernel, and the online kernel's second pass). Each kernel with that hint and
+    with none (``EVICT=""``), each autotuned on its own over the same configs, beside the public ``softmax`` and
+    ``torch.softmax``, fp32 4096 x n: checked, then GPU time (5 rounds) and kernel time (3). Run at commit 3c1d1c6, where
+    the public ``softmax`` always passed the hint and shared its tuner with the hinted variant; since then it passes the
+    hint only up to ``EVICT_FIRST_MAX_BYTES``."""
+    from tcourse.kernels import softmax_kernels as SK
+    from tcourse.kernels._launch import Tuned, cdiv, next_power_of_2
+
+    def rows_tuned(name):
+        return Tuned(name, SK.softmax_rows_kernel, SK._ROW_CONFIGS, key=["n_cols_v", "BLOCK_N", "VEC"],
+                     prune=SK._prune_rows)
+
+    def write_tuned(name):
+        return Tuned(name, SK.softmax_chunk_write_kernel, SK._WARPS, key=["n_cols_v", "CHUNK"])
+    rows_hint, rows_plain = rows_tuned("softmax_rows_hint"), rows_tuned("softmax_rows_plain")
+    write_hint, write_plain = write_tuned("softmax_chunk_write_hint"), write_tuned("softmax_chunk_write_plain")
+
+    def one_block(x, tuned, evict):
+        n_rows, n_cols = x.shape
+        out, vec = torch.empty_like(x), SK._vec(n_cols, n_cols, elem_bytes=4)
+        args = (x, out, n_rows, n_cols // vec, n_cols // vec, n_cols // vec)
+        tuned.launch((n_rows, n_cols, vec, x.dtype), lambda m: (cdiv(n_rows, m["ROWS"]),), *args,
+                     BLOCK_N=next_power_of_2(n_cols), VEC=vec, EVICT=evict)
+        return out
+
+    def online(x, tuned, evict):
+        n_rows, n_cols = x.shape
+        chunk = SK.ONLINE_CHUNK
+        out, n_chunks, vec = torch.empty_like(x), cdiv(n_cols, chunk), SK._vec(n_cols, n_cols, elem_bytes=4)
+        m, s = (torch.empty((n_rows, n_chunks), device=x.device) for _ in range(2))
+        key, grid = (n_rows, n_cols, vec, chunk, x.dtype), lambda meta: (n_rows, n_chunks)
+        SK.softmax_chunk_stats_tuned.launch(key, grid, x, m, s, n_cols // vec, n_cols // vec, n_chunks, CHUNK=chunk,
+                                            VEC=vec)
+        tuned.launch(key, grid, x, out, m, s, n_rows, n_cols // vec, n_cols // vec, n_cols // vec, n_chunks,
+                     CHUNK=chunk, BLOCK_C=next_power_of_2(n_chunks), VEC=vec, EVICT=evict)
+        return out
+
+    rows: list = []
+    for timer, rounds in (("gpu_time", 5), ("kernel", 3)):
+        for n in (1000, 1024, 4096, 8192, 16384, 65536, 262144):
+            x = torch.randn(4096, n, device="cuda") * 4
+            ref = torch.softmax(x.double(), dim=1)
+            if n <= SK.MAX_BLOCK:
+                variants = {"public softmax": lambda: SK.softmax(x),
+                            "one block, evict_first": lambda: one_block(x, rows_hint, "evict_first"),
+                            "one block, no hint": lambda: one_block(x, rows_plain, "")}
+            else:
+                variants = {"public softmax": lambda: SK.softmax(x),
+                            "online, evict_first": lambda: online(x, write_hint, "evict_first"),
+                            "online, no hint": lambda: online(x, write_plain, "")}
+            for name, fn in variants.items():
+                _guard(rows, {"timer": timer, "n": n, "kernel": name},
+                       lambda fn=fn: {"err": _rel(fn(), ref),
+                                      **_cmp(fn, lambda: torch.softmax(x, dim=1), timer=timer, rounds=rounds)})
+    return rows
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
@@ -2035,7 +2285,8 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "mm1024scheck": mm1024scheck, "mm1024s": mm1024s, "mm1024n": mm1024n, "l2p": l2p,
          "fwd11check": fwd11check, "fwd11": fwd11, "gbwd12check": gbwd12check, "gbwd12": gbwd12,
          "mmpcheck": mmpcheck, "mmp": mmp, "mmclock": mmclock, "lean": lean,
-         "fwd12check": fwd12check, "fwd12": fwd12, "fwd12s": fwd12s}
+         "fwd12check": fwd12check, "fwd12": fwd12, "fwd12s": fwd12s,
+         "mm1024kcheck": mm1024kcheck, "mm1024k": mm1024k, "axpyv": axpyv, "smv": smv}
 
 
 def main(argv: list[str]) -> int:

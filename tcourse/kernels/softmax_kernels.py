@@ -16,6 +16,15 @@ from ._launch import Plans, Tuned, cdiv, check_2d, current_device, next_power_of
 LOG2E = 1.4426950408889634
 MAX_BLOCK = 16384  # widest row (elements, after rounding up to a power of two) done by one block
 ONLINE_CHUNK = 8192  # columns per program in the multi-block kernel
+# x is read with evict_first (its lines leave L2 before others) only when it is small next to L2 (50 MB on the
+# H200). Measured there (results/h200/issue18/smv.json, kernel time against the same kernel with no hint):
+# 4096 x 1000 and 4096 x 1024 fp32 (16 MB) 1.5-2.5 % faster with the hint; 4096 x 4096 (64 MB) and up,
+# and both online sizes, 3-4 % slower with it (AXPY's loads at 64 MB and up too: axpyv.json).
+EVICT_FIRST_MAX_BYTES = 32 * 2**20
+
+
+def _evict(x: torch.Tensor) -> str:
+    return "evict_first" if x.numel() * x.element_size() <= EVICT_FIRST_MAX_BYTES else ""
 
 
 def _vec(*ints: int, elem_bytes: int) -> int:
@@ -32,7 +41,7 @@ def _vec(*ints: int, elem_bytes: int) -> int:
 
 @triton.jit
 def softmax_rows_kernel(x_ptr, out_ptr, n_rows, n_cols_v, stride_x_v, stride_o_v,
-                        BLOCK_N: tl.constexpr, ROWS: tl.constexpr, VEC: tl.constexpr):
+                        BLOCK_N: tl.constexpr, ROWS: tl.constexpr, VEC: tl.constexpr, EVICT: tl.constexpr):
     # n_cols and the strides come divided by VEC; multiplying back by the constant VEC tells the
     # compiler they are multiples of VEC, so loads and stores can be 16 bytes wide.
     n_cols = n_cols_v * VEC
@@ -40,7 +49,7 @@ def softmax_rows_kernel(x_ptr, out_ptr, n_rows, n_cols_v, stride_x_v, stride_o_v
     cols = tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
     x = tl.load(x_ptr + rows[:, None] * (stride_x_v * VEC) + cols[None, :], mask=mask,
-                other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
+                other=-float("inf"), eviction_policy=EVICT).to(tl.float32)
     m = tl.max(x, axis=1)
     e = tl.exp2((x - m[:, None]) * 1.4426950408889634)
     inv = 1.0 / tl.sum(e, axis=1)
@@ -67,7 +76,8 @@ def softmax_chunk_stats_kernel(x_ptr, m_ptr, s_ptr, n_cols_v, stride_x_v, n_chun
 
 @triton.jit
 def softmax_chunk_write_kernel(x_ptr, out_ptr, m_ptr, s_ptr, n_rows, n_cols_v, stride_x_v, stride_o_v,
-                               n_chunks, CHUNK: tl.constexpr, BLOCK_C: tl.constexpr, VEC: tl.constexpr):
+                               n_chunks, CHUNK: tl.constexpr, BLOCK_C: tl.constexpr, VEC: tl.constexpr,
+                               EVICT: tl.constexpr):
     """Pass 2: combine the row's chunk statistics (online-softmax rescaling), write one chunk."""
     # Rows in reverse order: the rows pass 1 read last are the likeliest to still be in L2.
     row = (n_rows - 1 - tl.program_id(0)).to(tl.int64)
@@ -81,7 +91,7 @@ def softmax_chunk_write_kernel(x_ptr, out_ptr, m_ptr, s_ptr, n_rows, n_cols_v, s
     cols = c * CHUNK + tl.arange(0, CHUNK)
     mask = cols < n_cols
     x = tl.load(x_ptr + row * (stride_x_v * VEC) + cols, mask=mask, other=0.0,
-                eviction_policy="evict_first").to(tl.float32)
+                eviction_policy=EVICT).to(tl.float32)
     y = tl.exp2((x - m) * 1.4426950408889634) * inv
     tl.store(out_ptr + row * (stride_o_v * VEC) + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
@@ -130,12 +140,12 @@ def _one_block(x: torch.Tensor, block_n: int) -> torch.Tensor:
     args = (x, out, n_rows, n_cols // vec, sx // vec, n_cols // vec)
     if on_gpu(x):
         key, grid = (n_rows, n_cols, vec, x.dtype), lambda m: (cdiv(n_rows, m["ROWS"]),)
-        softmax_rows_tuned.launch(key, grid, *args, BLOCK_N=block_n, VEC=vec)
+        softmax_rows_tuned.launch(key, grid, *args, BLOCK_N=block_n, VEC=vec, EVICT=_evict(x))
         if contiguous and not out.data_ptr() & 15:
             plan = softmax_rows_tuned.plan(key, grid, *args, n_lead=2)
             _PLANS.add((x.shape, x.dtype, current_device(), not x.data_ptr() & 15), plan)
     else:
-        softmax_rows_kernel[(n_rows,)](*args, BLOCK_N=block_n, ROWS=1, VEC=vec)
+        softmax_rows_kernel[(n_rows,)](*args, BLOCK_N=block_n, ROWS=1, VEC=vec, EVICT="")
     return out
 
 
@@ -159,10 +169,11 @@ def softmax_online(x: torch.Tensor, chunk: int = ONLINE_CHUNK) -> torch.Tensor:
     if on_gpu(x):
         key = (n_rows, n_cols, vec, chunk, x.dtype)
         softmax_chunk_stats_tuned.launch(key, lambda m: grid, *stats_args, CHUNK=chunk, VEC=vec)
-        softmax_chunk_write_tuned.launch(key, lambda m: grid, *write_args, CHUNK=chunk, BLOCK_C=block_c, VEC=vec)
+        softmax_chunk_write_tuned.launch(key, lambda m: grid, *write_args, CHUNK=chunk, BLOCK_C=block_c, VEC=vec,
+                                         EVICT=_evict(x))
     else:
         softmax_chunk_stats_kernel[grid](*stats_args, CHUNK=chunk, VEC=vec)
-        softmax_chunk_write_kernel[grid](*write_args, CHUNK=chunk, BLOCK_C=block_c, VEC=vec)
+        softmax_chunk_write_kernel[grid](*write_args, CHUNK=chunk, BLOCK_C=block_c, VEC=vec, EVICT="")
     return out
 
 
