@@ -979,7 +979,7 @@ def softmax() -> list:
 
                 def run():
                     SK.softmax_rows_kernel[grid](x, out, 4096, 1024 // 4, 1024 // 4, 1024 // 4, BLOCK_N=1024, ROWS=r,
-                                                 VEC=4, num_warps=w)
+                                                 VEC=4, EVICT="evict_first", num_warps=w)
                 run()
                 return {"err": _rel(out, ref), **_cmp(run, lambda: torch.softmax(x, dim=1), rounds=3)}
             _guard(rows, {"ROWS": r, "num_warps": w}, one)
@@ -2220,9 +2220,9 @@ def smv() -> list:
     """Session 24, after ``axpyv`` (an eviction hint on AXPY's loads cost it 3-7 % of its bandwidth): the softmax kernels
     read x with ``evict_first`` (the one-block kernel, and the online kernel's second pass). Each kernel with that hint and
     with none (``EVICT=""``), each autotuned on its own over the same configs, beside the public ``softmax`` and
-    ``torch.softmax``, fp32 4096 x n: checked, then GPU time (5 rounds) and kernel time (3). Run at commit 3c1d1c6, where
-    the public ``softmax`` always passed the hint and shared its tuner with the hinted variant; since then it passes the
-    hint only up to ``EVICT_FIRST_MAX_BYTES``."""
+    ``torch.softmax``, fp32 4096 x n: checked, then GPU time (5 rounds) and kernel time (3). Run once (17:07 UTC) with the
+    kernels of commit eaf8109, where the public ``softmax`` always read x with the hint and the hinted variant shared its
+    tuner; the public ``softmax`` now gives the hint only up to ``softmax_kernels.EVICT_FIRST_MAX_BYTES``."""
     from tcourse.kernels import softmax_kernels as SK
     from tcourse.kernels._launch import Tuned, cdiv, next_power_of_2
 
