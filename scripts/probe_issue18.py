@@ -2275,6 +2275,64 @@ def smv() -> list:
     return rows
 
 
+@triton.jit
+def softmax_rows_hints_kernel(x_ptr, out_ptr, n_rows, n_cols, BLOCK_N: tl.constexpr, ROWS: tl.constexpr,
+                              LOAD_EVICT: tl.constexpr, STORE_EVICT: tl.constexpr, STORE_CACHE: tl.constexpr):
+    """``softmax_kernels.softmax_rows_kernel`` on a contiguous x (row stride n_cols, a multiple of 4 here: 16-byte
+    rows) with the cache hints of the load and the store as parameters."""
+    rows = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    n = tl.multiple_of(n_cols, 4)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n)
+    x = tl.load(x_ptr + rows[:, None] * n + cols[None, :], mask=mask, other=-float("inf"),
+                eviction_policy=LOAD_EVICT).to(tl.float32)
+    e = tl.exp2((x - tl.max(x, axis=1)[:, None]) * 1.4426950408889634)
+    y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+    tl.store(out_ptr + rows[:, None] * n + cols[None, :], y, mask=mask, eviction_policy=STORE_EVICT,
+             cache_modifier=STORE_CACHE)
+
+
+SOFTMAX_HINTS = {"load evict_first": ("evict_first", "", ""), "no hints": ("", "", ""),
+                 "load evict_last": ("evict_last", "", ""),
+                 "load evict_first, store evict_first": ("evict_first", "evict_first", ""),
+                 "load evict_first, store .cs": ("evict_first", "", ".cs"),
+                 "store evict_first": ("", "evict_first", "")}
+
+
+def smh() -> list:
+    """Session 24, after ``smv`` (the load hint helped at 16 MB and hurt from 64 MB): the one-block softmax at the sizes
+    around the rule's 32 MiB (fp32 4096 x 1000, 1024, 2048, 3072, 4096), with load and store hints in six combinations,
+    each launched directly with the config the public ``softmax`` tuned for the shape (so only the hints differ), beside
+    the public ``softmax`` and ``torch.softmax``: checked, then GPU time (5 rounds) and kernel time (3)."""
+    from tcourse.kernels import softmax_kernels as SK
+    from tcourse.kernels._launch import next_power_of_2
+
+    rows: list = []
+    for timer, rounds in (("gpu_time", 5), ("kernel", 3)):
+        for n in (1000, 1024, 2048, 3072, 4096):
+            x = torch.randn(4096, n, device="cuda") * 4
+            out = torch.empty_like(x)
+            ref = torch.softmax(x.double(), dim=1)
+            SK.softmax(x)
+            cfg = SK.softmax_rows_tuned.best[(4096, n, SK._vec(n, n, elem_bytes=4), x.dtype)]
+            r_, w_ = cfg.kwargs["ROWS"], cfg.num_warps
+
+            def hinted(h, r_=r_, w_=w_, x=x, out=out, n=n):
+                return lambda: softmax_rows_hints_kernel[(triton.cdiv(4096, r_),)](
+                    x, out, 4096, n, BLOCK_N=next_power_of_2(n), ROWS=r_, LOAD_EVICT=h[0], STORE_EVICT=h[1],
+                    STORE_CACHE=h[2], num_warps=w_)
+            variants = {"public softmax": lambda: SK.softmax(x), **{k: hinted(h) for k, h in SOFTMAX_HINTS.items()}}
+            for name, fn in variants.items():
+                def one(fn=fn, name=name):
+                    r = fn()
+                    torch.cuda.synchronize()
+                    err = _rel(r if name == "public softmax" else out, ref)
+                    return {"err": err, "rows": r_, "warps": w_,
+                            **_cmp(fn, lambda: torch.softmax(x, dim=1), timer=timer, rounds=rounds)}
+                _guard(rows, {"timer": timer, "n": n, "kernel": name}, one)
+    return rows
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
@@ -2286,7 +2344,7 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "fwd11check": fwd11check, "fwd11": fwd11, "gbwd12check": gbwd12check, "gbwd12": gbwd12,
          "mmpcheck": mmpcheck, "mmp": mmp, "mmclock": mmclock, "lean": lean,
          "fwd12check": fwd12check, "fwd12": fwd12, "fwd12s": fwd12s,
-         "mm1024kcheck": mm1024kcheck, "mm1024k": mm1024k, "axpyv": axpyv, "smv": smv}
+         "mm1024kcheck": mm1024kcheck, "mm1024k": mm1024k, "axpyv": axpyv, "smv": smv, "smh": smh}
 
 
 def main(argv: list[str]) -> int:

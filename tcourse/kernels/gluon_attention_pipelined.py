@@ -49,7 +49,7 @@ def _tile(t, n_m, BH, G):
     and every other round reversed, so over two rounds each program gets one heavy and one light tile, and
     the programs running at once read at most 2 G heads' K and V, which stay in L2. ``G`` = 0: a head's tiles
     are neighbours (for n_m past the SM count); ``G`` = -1: the head is the fast index, as before the rounds
-    (132 programs read 132 heads' K and V: at S=4096, D=128 264 MB, past the 50 MB L2)."""
+    (132 programs read 132 heads' K and V: at S=4096, D=128 264 MB, past the 60 MB L2)."""
     if G > 0:
         R = G * n_m
         k = t // R
