@@ -17,9 +17,10 @@ LOG2E = 1.4426950408889634
 MAX_BLOCK = 16384  # widest row (elements, after rounding up to a power of two) done by one block
 ONLINE_CHUNK = 8192  # columns per program in the multi-block kernel
 # x is read with evict_first (its lines leave L2 before others) only when it is small next to L2 (60 MB on the
-# H200). Measured there (kernel time, the same kernel with and without the hint; results/h200/issue18/smv.json, each
-# autotuned, and smh.json, the public config for both): fp32 4096 x 1000 and 4096 x 1024 (16 MB) 1.5-3 % faster with it; 4096 x 2048 (32 MB) about
-# 1 % slower, 4096 x 3072 and up, and the online kernel, 2-4 % slower (AXPY's loads at 64 MB and up too: axpyv.json).
+# H200). Measured there (kernel time, the same kernel with and without the hint; results/h200/issue18/smv.json,
+# each autotuned, and smh.json, the public config for both): fp32 4096 x 1000 and 4096 x 1024 (16 MB) 1.5-3 %
+# faster with it; 4096 x 2048 (32 MB) about 1 % slower, 4096 x 3072 and up, and the online kernel, 2-4 % slower
+# (AXPY's loads at 64 MB and up too: axpyv.json).
 EVICT_FIRST_MAX_BYTES = 16 * 2**20
 
 
