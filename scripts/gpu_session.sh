@@ -121,6 +121,7 @@ for step in "${steps[@]}"; do
       grep -q "all ok: True" results/h200/logs/probe_mm1024kcheck.log && run probe_mm1024k timeout 240 python3 scripts/probe_issue18.py mm1024k ;;
     smv) run probe_smv timeout 300 python3 scripts/probe_issue18.py smv ;;  # softmax: its loads with and without evict_first
     smh) run probe_smh timeout 300 python3 scripts/probe_issue18.py smh ;;  # the one-block softmax: load and store hints around 32 MiB
+    hints2) run probe_hints2 timeout 240 python3 scripts/probe_issue18.py hints2 ;;  # each cache hint against no hint, interleaved
     axpyv) run probe_axpyv timeout 240 python3 scripts/probe_issue18.py axpyv ;;  # AXPY configs and cache policies, dirty and clean L2
     mm1024n) run probe_mm1024n timeout 300 python3 scripts/probe_issue18.py mm1024n ;;  # 1024^3: a 9-stage ring
     l2p) run probe_l2p timeout 420 python3 scripts/probe_issue18.py l2p ;;  # the TMA maps' L2 promotion, 128B / 256B / none

@@ -2333,6 +2333,53 @@ def smh() -> list:
     return rows
 
 
+def hints2() -> list:
+    """Session 24, after ``smh`` (where ``evict_last`` on the load or ``evict_first`` on the store read 2-4 % faster than no
+    hint at 48-64 MB, within that run's between-variant noise): each hint against the same kernel with none, timed
+    directly against it (interleaved; ratio = no-hint time / hinted time), so a shift of the whole machine between variants
+    cancels. AXPY (``axpy_probe_kernel``, 1024 elements a program, 4 warps) at 2^24 and 2^27, and the one-block softmax
+    (``softmax_rows_hints_kernel`` with the config the public ``softmax`` tuned) at fp32 4096 x 4096 and 4096 x 16384;
+    checked, then GPU time (5 rounds) and kernel time (3)."""
+    from tcourse.kernels import softmax_kernels as SK
+    from tcourse.kernels._launch import next_power_of_2
+
+    hints = {"load evict_last": ("evict_last", "", ""), "store evict_first": ("", "evict_first", ""),
+             "load evict_last, store evict_first": ("evict_last", "evict_first", ""), "store .cs": ("", "", ".cs")}
+    problems = []
+    for n in (2**24, 2**27):
+        x, y = (torch.randn(n, device="cuda") for _ in range(2))
+        out = torch.empty_like(x)
+
+        def axpy(h, x=x, y=y, out=out, n=n):
+            return lambda: axpy_probe_kernel[(triton.cdiv(n, 1024),)](x, y, out, 1.7, n, BLOCK=1024, LOAD_EVICT=h[0],
+                                                                       STORE_EVICT=h[1], STORE_CACHE=h[2], num_warps=4)
+        problems.append((f"axpy 2^{n.bit_length() - 1}", axpy, out, 1.7 * x.double() + y.double()))
+    for n in (4096, 16384):
+        x = torch.randn(4096, n, device="cuda") * 4
+        out = torch.empty_like(x)
+        SK.softmax(x)
+        cfg = SK.softmax_rows_tuned.best[(4096, n, SK._vec(n, n, elem_bytes=4), x.dtype)]
+
+        def soft(h, x=x, out=out, n=n, r_=cfg.kwargs["ROWS"], w_=cfg.num_warps):
+            return lambda: softmax_rows_hints_kernel[(triton.cdiv(4096, r_),)](
+                x, out, 4096, n, BLOCK_N=next_power_of_2(n), ROWS=r_, LOAD_EVICT=h[0], STORE_EVICT=h[1],
+                STORE_CACHE=h[2], num_warps=w_)
+        problems.append((f"softmax 4096x{n}", soft, out, torch.softmax(x.double(), dim=1)))
+    rows: list = []
+    for timer, rounds in (("gpu_time", 5), ("kernel", 3)):
+        for name, make, out, ref in problems:
+            base = make(("", "", ""))
+            for hname, h in hints.items():
+                fn = make(h)
+
+                def one(fn=fn, base=base, out=out, ref=ref):
+                    fn()
+                    torch.cuda.synchronize()
+                    return {"err": _rel(out, ref), **_cmp(fn, base, timer=timer, rounds=rounds)}
+                _guard(rows, {"timer": timer, "problem": name, "hint": hname}, one)
+    return rows
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
@@ -2344,7 +2391,7 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "fwd11check": fwd11check, "fwd11": fwd11, "gbwd12check": gbwd12check, "gbwd12": gbwd12,
          "mmpcheck": mmpcheck, "mmp": mmp, "mmclock": mmclock, "lean": lean,
          "fwd12check": fwd12check, "fwd12": fwd12, "fwd12s": fwd12s,
-         "mm1024kcheck": mm1024kcheck, "mm1024k": mm1024k, "axpyv": axpyv, "smv": smv, "smh": smh}
+         "mm1024kcheck": mm1024kcheck, "mm1024k": mm1024k, "axpyv": axpyv, "smv": smv, "smh": smh, "hints2": hints2}
 
 
 def main(argv: list[str]) -> int:
