@@ -122,6 +122,9 @@ for step in "${steps[@]}"; do
     smv) run probe_smv timeout 300 python3 scripts/probe_issue18.py smv ;;  # softmax: its loads with and without evict_first
     smh) run probe_smh timeout 300 python3 scripts/probe_issue18.py smh ;;  # the one-block softmax: load and store hints around 32 MiB
     hints2) run probe_hints2 timeout 240 python3 scripts/probe_issue18.py hints2 ;;  # each cache hint against no hint, interleaved
+    hints3) run probe_hints3 timeout 200 python3 scripts/probe_issue18.py hints3 ;;  # online softmax: evict_last against no hint
+    bench-memory) run bench_suite_memory timeout 200 python3 -m bench --only axpy,softmax --rounds 5 --no-host ;;  # after a change to AXPY or softmax only
+    axpy-softmax-tests) run kernel_tests_gpu_axpy_softmax timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py -k "softmax or evict or axpy" ;;
     axpyv) run probe_axpyv timeout 240 python3 scripts/probe_issue18.py axpyv ;;  # AXPY configs and cache policies, dirty and clean L2
     mm1024n) run probe_mm1024n timeout 300 python3 scripts/probe_issue18.py mm1024n ;;  # 1024^3: a 9-stage ring
     l2p) run probe_l2p timeout 420 python3 scripts/probe_issue18.py l2p ;;  # the TMA maps' L2 promotion, 128B / 256B / none

@@ -2380,6 +2380,59 @@ def hints2() -> list:
     return rows
 
 
+def hints3() -> list:
+    """Session 24, after ``hints2`` (``evict_last`` on the load: one-block softmax 2.8 % faster at 4096 x 16384, level at
+    4096 x 4096; AXPY 1.1 % faster), before adopting it above 16 MiB: the online softmax's second pass (its own tuner per
+    hint, as the public ``softmax_online`` launches it) at fp32 4096 x 65536 and 4096 x 262144, and the one-block kernel at
+    4096 x 8192 (the public config), each ``evict_last`` timed directly against no hint (interleaved; ratio = no-hint time
+    / hinted time); checked, then GPU time (5 rounds) and kernel time (3)."""
+    from tcourse.kernels import softmax_kernels as SK
+    from tcourse.kernels._launch import Tuned, cdiv, next_power_of_2
+
+    def online_fn(x, evict):
+        n_rows, n_cols = x.shape
+        chunk = SK.ONLINE_CHUNK
+        out, n_chunks, vec = torch.empty_like(x), cdiv(n_cols, chunk), SK._vec(n_cols, n_cols, elem_bytes=4)
+        m, s_ = (torch.empty((n_rows, n_chunks), device=x.device) for _ in range(2))
+        key, grid = (n_rows, n_cols, vec, chunk, x.dtype), lambda meta: (n_rows, n_chunks)
+        tuned = Tuned(f"softmax_chunk_write_{evict or 'none'}", SK.softmax_chunk_write_kernel, SK._WARPS,
+                      key=["n_cols_v", "CHUNK"])
+
+        def call():
+            SK.softmax_chunk_stats_tuned.launch(key, grid, x, m, s_, n_cols // vec, n_cols // vec, n_chunks,
+                                                CHUNK=chunk, VEC=vec)
+            tuned.launch(key, grid, x, out, m, s_, n_rows, n_cols // vec, n_cols // vec, n_cols // vec, n_chunks,
+                         CHUNK=chunk, BLOCK_C=next_power_of_2(n_chunks), VEC=vec, EVICT=evict)
+            return out
+        return call
+
+    problems = []
+    for n in (65536, 262144):
+        x = torch.randn(4096, n, device="cuda") * 4
+        problems.append((f"online softmax 4096x{n}", online_fn(x, "evict_last"), online_fn(x, ""),
+                         torch.softmax(x.double(), dim=1)))
+    x8 = torch.randn(4096, 8192, device="cuda") * 4
+    out8 = torch.empty_like(x8)
+    SK.softmax(x8)
+    cfg = SK.softmax_rows_tuned.best[(4096, 8192, 4, x8.dtype)]
+
+    def one_block(load):
+        def call():
+            softmax_rows_hints_kernel[(triton.cdiv(4096, cfg.kwargs["ROWS"]),)](
+                x8, out8, 4096, 8192, BLOCK_N=8192, ROWS=cfg.kwargs["ROWS"], LOAD_EVICT=load, STORE_EVICT="",
+                STORE_CACHE="", num_warps=cfg.num_warps)
+            return out8
+        return call
+    problems.append(("softmax 4096x8192", one_block("evict_last"), one_block(""), torch.softmax(x8.double(), dim=1)))
+    rows: list = []
+    for timer, rounds in (("gpu_time", 5), ("kernel", 3)):
+        for name, hinted, plain, ref in problems:
+            _guard(rows, {"timer": timer, "problem": name, "hint": "load evict_last"},
+                   lambda hinted=hinted, plain=plain, ref=ref: {"err": _rel(hinted(), ref),
+                                                                 **_cmp(hinted, plain, timer=timer, rounds=rounds)})
+    return rows
+
+
 PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3, "softmax": softmax, "fwd": fwd, "fwd2check": fwd2check, "fwd2": fwd2,
          "gbwdcheck": gbwdcheck, "gbwd": gbwd, "fwd3": fwd3,
          "fwd4check": fwd4check, "fwd4": fwd4, "fwd5": fwd5, "gbwd4": gbwd4, "gbwd5": gbwd5,
@@ -2391,7 +2444,7 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "fwd11check": fwd11check, "fwd11": fwd11, "gbwd12check": gbwd12check, "gbwd12": gbwd12,
          "mmpcheck": mmpcheck, "mmp": mmp, "mmclock": mmclock, "lean": lean,
          "fwd12check": fwd12check, "fwd12": fwd12, "fwd12s": fwd12s,
-         "mm1024kcheck": mm1024kcheck, "mm1024k": mm1024k, "axpyv": axpyv, "smv": smv, "smh": smh, "hints2": hints2}
+         "mm1024kcheck": mm1024kcheck, "mm1024k": mm1024k, "axpyv": axpyv, "smv": smv, "smh": smh, "hints2": hints2, "hints3": hints3}
 
 
 def main(argv: list[str]) -> int:

@@ -16,16 +16,15 @@ from ._launch import Plans, Tuned, cdiv, check_2d, current_device, next_power_of
 LOG2E = 1.4426950408889634
 MAX_BLOCK = 16384  # widest row (elements, after rounding up to a power of two) done by one block
 ONLINE_CHUNK = 8192  # columns per program in the multi-block kernel
-# x is read with evict_first (its lines leave L2 before others) only when it is small next to L2 (60 MB on the
-# H200). Measured there (kernel time, the same kernel with and without the hint; results/h200/issue18/smv.json,
-# each autotuned, and smh.json, the public config for both): fp32 4096 x 1000 and 4096 x 1024 (16 MB) 1.5-3 %
-# faster with it; 4096 x 2048 (32 MB) about 1 % slower, 4096 x 3072 and up, and the online kernel, 2-4 % slower
-# (AXPY's loads at 64 MB and up too: axpyv.json).
+# The cache hint on x's load depends on its size next to L2 (60 MB on the H200). Measured there (kernel time, the
+# same kernel with and without a hint; results/h200/issue18/smv.json, smh.json, hints2.json): up to 16 MiB (fp32
+# 4096 x 1000, 4096 x 1024) evict_first is 1.5-3 % faster than none; from 32 MiB it is 1-4 % slower, while
+# evict_last is level at 64 MiB and 2.8 % faster at 256 MiB (4096 x 16384; AXPY's loads 1.1 % at 64 and 512 MiB).
 EVICT_FIRST_MAX_BYTES = 16 * 2**20
 
 
 def _evict(x: torch.Tensor) -> str:
-    return "evict_first" if x.numel() * x.element_size() <= EVICT_FIRST_MAX_BYTES else ""
+    return "evict_first" if x.numel() * x.element_size() <= EVICT_FIRST_MAX_BYTES else "evict_last"
 
 
 def _vec(*ints: int, elem_bytes: int) -> int:
