@@ -1516,24 +1516,32 @@ def _splitk_fn(a, b, cfg):
     return call
 
 
-def mm1024scheck() -> list:
-    """Session 19: the split-K Gluon matmul (``matmul_splitk_kernel``) in each config against fp64, fresh inputs each
-    case (1024^3, 1024x1024x2048, 2048x1024x512, 1024x2048x256; fp16 and bf16); hand-written barriers, so the
-    session step runs it under a time limit before ``mm1024s``."""
+def _check_matmuls(shapes, variants: dict, trials: int = 2) -> list:
+    """Each matmul of ``variants`` (name -> fn(a, b) returning C) against fp64, fresh fp16 and bf16 inputs for every
+    shape and trial; prints "all ok:" and whether every result was finite and within 2e-2."""
     rows: list = []
     for dt in (torch.float16, torch.bfloat16):
-        for M, N, K in ((1024, 1024, 1024), (1024, 1024, 2048), (2048, 1024, 512), (1024, 2048, 256)):
-            for name, cfg in SPLITK_CONFIGS.items():
-                for trial in range(2):
+        for M, N, K in shapes:
+            for name, fn in variants.items():
+                for trial in range(trials):
                     a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
-                    def one(a=a, b=b, cfg=cfg):
-                        out = _splitk_fn(a, b, cfg)()
+
+                    def one(a=a, b=b, fn=fn):
+                        out = fn(a, b)
                         torch.cuda.synchronize()
                         err = _rel(out, a.double() @ b.double())
                         return {"err": err, "ok": bool(err < 2e-2 and torch.isfinite(out).all())}
                     _guard(rows, {"dtype": str(dt), "mnk": [M, N, K], "kernel": name, "trial": trial}, one)
     print("all ok:", all(r.get("ok") for r in rows), flush=True)
     return rows
+
+
+def mm1024scheck() -> list:
+    """Session 19: the split-K Gluon matmul (``matmul_splitk_kernel``) in each config against fp64, fresh inputs each
+    case (1024^3, 1024x1024x2048, 2048x1024x512, 1024x2048x256; fp16 and bf16); hand-written barriers, so the
+    session step runs it under a time limit before ``mm1024s``."""
+    return _check_matmuls(((1024, 1024, 1024), (1024, 1024, 2048), (2048, 1024, 512), (1024, 2048, 256)),
+                          {n: (lambda a, b, c=c: _splitk_fn(a, b, c)()) for n, c in SPLITK_CONFIGS.items()})
 
 
 def mm1024s() -> list:
@@ -2132,22 +2140,9 @@ def mm1024kcheck() -> list:
     limit before ``mm1024k``."""
     from tcourse.kernels import gluon_matmul as GM
 
-    rows: list = []
-    for dt in (torch.float16, torch.bfloat16):
-        for M, N, K in ((1024, 1024, 1024), (2048, 1024, 512), (1024, 2048, 4096), (512, 512, 256)):
-            variants = {**{n: (lambda a, b, c=c: _split2_fn(a, b, c)()) for n, c in SPLIT2_CONFIGS.items()},
-                        **{n: (lambda a, b, c=c: GM.matmul(a, b, c)) for n, c in SMALL_TILES.items()}}
-            for name, fn in variants.items():
-                for trial in range(2):
-                    a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
-                    def one(a=a, b=b, fn=fn):
-                        out = fn(a, b)
-                        torch.cuda.synchronize()
-                        err = _rel(out, a.double() @ b.double())
-                        return {"err": err, "ok": bool(err < 2e-2 and torch.isfinite(out).all())}
-                    _guard(rows, {"dtype": str(dt), "mnk": [M, N, K], "kernel": name, "trial": trial}, one)
-    print("all ok:", all(r.get("ok") for r in rows), flush=True)
-    return rows
+    return _check_matmuls(((1024, 1024, 1024), (2048, 1024, 512), (1024, 2048, 4096), (512, 512, 256)),
+                          {**{n: (lambda a, b, c=c: _split2_fn(a, b, c)()) for n, c in SPLIT2_CONFIGS.items()},
+                           **{n: (lambda a, b, c=c: GM.matmul(a, b, c)) for n, c in SMALL_TILES.items()}})
 
 
 def mm1024k() -> list:
