@@ -36,7 +36,7 @@ def ratio_text(ratio: float, spread: float | None = None) -> str:
     half = max(spread / 2, 1e-9)
     decimals = math.floor(-math.log10(half * abs(ratio)))
     decimals = min(max(decimals, 1 - lead), 2 - lead)       # 2 to 3 significant figures
-    pct = f"{half:.1%}" if half < 0.01 else f"{half:.0%}"
+    pct = "<0.1%" if half < 0.0005 else f"{half:.1%}" if half < 0.01 else f"{half:.0%}"  # never "±0.0%"
     return f"{ratio:.{max(0, decimals)}f}×（±{pct}）"
 
 

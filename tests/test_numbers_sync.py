@@ -54,6 +54,7 @@ def test_missing_recording_is_said_not_invented(tmp_path):
 @pytest.mark.parametrize("ratio, spread, text", [
     (1.005, 0.06, "1.0×（±3%）"), (1.046, 0.04, "1.0×（±2%）"), (0.999, 0.06, "1.0×（±3%）"),
     (1.0009, 0.003, "1.00×（±0.1%）"), (0.37, 0.5, "0.37×（±25%）"), (2.59, None, "2.6×（离散度未记录）"),
+    (0.969, 0.0006, "0.969×（±<0.1%）"),
 ])
 def test_ratio_digits_follow_the_spread(ratio, spread, text):
     from tcourse.numbers import ratio_text
