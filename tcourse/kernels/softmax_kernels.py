@@ -17,9 +17,10 @@ LOG2E = 1.4426950408889634
 MAX_BLOCK = 16384  # widest row (elements, after rounding up to a power of two) done by one block
 ONLINE_CHUNK = 8192  # columns per program in the multi-block kernel
 # The cache hint on x's load depends on its size next to L2 (60 MB on the H200). Measured there (kernel time, the
-# same kernel with and without a hint; results/h200/issue18/smv.json, smh.json, hints2.json): up to 16 MiB (fp32
-# 4096 x 1000, 4096 x 1024) evict_first is 1.5-3 % faster than none; from 32 MiB it is 1-4 % slower, while
-# evict_last is level at 64 MiB and 2.8 % faster at 256 MiB (4096 x 16384; AXPY's loads 1.1 % at 64 and 512 MiB).
+# same kernel with and without a hint; results/h200/issue18/smv.json, smh.json, hints2.json, hints3.json): up to
+# 16 MiB (fp32 4096 x 1000, 4096 x 1024) evict_first is 2-3 % faster than none (within the +-2 % spread); from
+# 32 MiB it is 1-4 % slower, while evict_last is level at 64 MiB, 1 % faster at 128 MiB and 2.8 % faster from
+# 256 MiB (4096 x 16384 and the online kernel; AXPY's loads 1.1 % at 64 and 512 MiB). Chapter 3 has the tables.
 EVICT_FIRST_MAX_BYTES = 16 * 2**20
 
 
