@@ -436,7 +436,9 @@ def gpu_time_of_config(kernel_call, quantiles):
     """The autotuner's timer: [median, p20, p80] ms of GPU time per call (``tcourse.bench.gpu_samples``).
 
     Triton's default timer (do_bench) counts the host time of the autotuner's own launch path (binding,
-    pre-hooks; a bare ``kernel[grid]`` alone took 12-21 us on the H200's host) whenever a round's host
+    pre-hooks; a bare ``kernel[grid]`` alone took about 11-21 us of host time on the H200: bench.host's
+    'triton kernel[grid] (bare)', 10.9-18.7 us in results/h200/issue18/bench_suite_run11..21.json, and
+    bare_kernel_launch_host_us 21.4 us in autotune_timer_check.json) whenever a round's host
     time exceeds the GPU time of the L2-clearing memset (~61 us) plus the kernel, so for kernels of
     ~10 us it ranked configs by noise: 1024^3 fp16 matmul configs measured 11-78 us that way and
     10-18 us of GPU time (results/h200/autotune_timer_check.json).
