@@ -6,7 +6,7 @@ Two sources, trusted differently:
   Untrusted: read through :mod:`grader.safeio`, validated, and used for the verdict only where a
   forgery could not help (a wrong output fails; a right one proves nothing alone);
 - what the replay wrote (``replay/out``): the outputs of the learner's logged Triton launches run
-  alone on fresh inputs, the memory check and the shuffled program order. A case passes only when
+  alone on fresh inputs, the memory check and the programs interleaved. A case passes only when
   both the call and the replay give the reference's result.
 
 Messages are Chinese and say which shape and dtype, the largest error and where, and what probably
@@ -177,6 +177,21 @@ def _launched_elsewhere(workdir: Path, pc: PlannedCase, others) -> bool:
     return False
 
 
+def _data_scalar(workdir: Path, pc: PlannedCase, others) -> str | None:
+    """What a call of ``pc``'s function (this one or another) passed to a kernel that changed with the input
+    values alone (the harness calls a few cases twice: same shapes, new values)."""
+    for o in [pc, *others]:
+        if o.case.func != pc.case.func or o.case.mode != "tensor":
+            continue
+        try:
+            stale = _record(workdir / f"{o.id}.json", {"launches": int}).get("data_scalars")
+        except BadRecord:
+            continue
+        if stale:
+            return str(stale)
+    return None
+
+
 def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestResult:
     case = pc.case
     rec = _record(workdir / f"{pc.id}.json", {"launches": int})
@@ -191,6 +206,11 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestRes
     if rec.get("launches2") == 0 and rec["launches"] > 0:
         return mk("failed", "用同一批张量换上新数据再调用一次，你的函数没有启动任何 kernel，返回的是上一次缓存的结果："
                             "每次调用都要重新计算（不要按指针、id 或形状缓存结果）。")
+    stale = _data_scalar(workdir, pc, others)
+    if stale:
+        return mk("failed", f"用同一批张量换上新数据再调用一次，传给 kernel 的标量变了（{stale[:200]}）：它是包装函数在 host 上"
+                            "从输入的值算出来的。评分器重放 kernel 时只有第一次调用的值，所以凡是取决于输入数据的量"
+                            "（最大值、均值、和……）都要在 kernel 里算。整份作业的每个测试都按这一条判定。")
     if rec["launches"] == 0 and _launched_elsewhere(workdir, pc, others):  # a shape (or pointer) it had seen in another call
         return mk("failed", "这次调用没有启动任何 kernel，可同一个函数在别的测试里启动过：它返回的是以前算好、缓存起来的结果"
                             "（按形状、指针或 id 缓存？）。每次调用都要重新计算。")
@@ -248,6 +268,13 @@ def _judge_replay(ex, pc, replay_out: Path, device, mk, where, tol) -> TestResul
     if rec.get("oob"):
         return mk("failed", f"{where}：越界访问 —— {str(rec['oob'])[:300]}。即使这个值后来在 store 时被 mask 掉，"
                             f"load 也必须带 mask（mask=offs < n）。{case.hint}")
+    if rec.get("host_values"):
+        return mk("failed", f"{where}：第一次 launch 之前，包装函数已经在输出 {str(rec['host_values'])[:40]} 里写了各不相同的值"
+                            "（不是 zero_() 或 fill_() 那样全部填成同一个值）：结果（至少一部分）是在 host 上算的。"
+                            "评分器重放时不会替你保留这些值，结果要由 kernel 算出来写进输出。")
+    if rec.get("unwritten"):
+        return mk("failed", f"{where}：kernel 没有改动输出 {str(rec['unwritten'])[:40]}：它还是包装函数在第一次 launch 之前"
+                            "填进去的那个值。结果要由 kernel 算出来写进输出。")
     if rec.get("race"):
         return mk("failed", f"{where}：数据竞争 —— {str(rec['race'])[:300]}。在 GPU 上一次 launch 的 program 同时运行、没有先后顺序："
                             "每个元素只能由一个 program 写；要合并多个 program 的结果，用 tl.atomic_add 等原子操作，或者分两次 launch。"
@@ -257,7 +284,7 @@ def _judge_replay(ex, pc, replay_out: Path, device, mk, where, tol) -> TestResul
     if rec.get("inputs_changed"):
         return mk("failed", f"{where}：kernel 改写了输入 {', '.join(map(str, rec['inputs_changed']))[:80]}：kernel 只能写输出。")
     refs = reference(ex, pc, pc.fresh, device)
-    for tag in ("fresh", "shuffled") if rec.get("shuffled") else ("fresh",):
+    for tag in ("fresh", "interleaved") if rec.get("interleaved") else ("fresh",):
         for spec, ref in zip(case.outputs, refs):
             dt = spec.dtype_in(case)
             msg = check_output(_flat(replay_out / f"{pc.id}_{tag}_{spec.name}.npy", dt, _flat_len(spec)), ref, spec, dt,
@@ -268,10 +295,12 @@ def _judge_replay(ex, pc, replay_out: Path, device, mk, where, tol) -> TestResul
                                     "例如用 torch/numpy 在 host 上算好再让 kernel 复制，或者 kernel 依赖 host 预先算好的数据。"
                                     f"细节：{msg}")
             if msg:
-                return mk("failed", "把 grid 里的 program 换一个顺序运行，结果就变了：你的结果依赖 program 的执行顺序"
-                                    "（GPU 上 program 的顺序没有保证，而且会同时运行）。不同 program 之间不能互相等待或读对方刚写的值；"
-                                    f"要合并不同 program 的结果，用 tl.atomic_* 或分两次 launch。细节：{msg}")
-    return mk("passed", f"{where}：正确（也在新输入上重放通过" + ("，program 顺序打乱也通过" if rec.get("shuffled") else "") + "）",
+                return mk("failed", "让 grid 里的 program 像在 GPU 上那样交错运行（按随机顺序开始，每次访存之后都可能换另一个 "
+                                    "program 先跑），结果就变了：你的结果依赖 program 的执行顺序。GPU 上的 program 同时运行、没有先后，"
+                                    "不能依赖别的 program 已经写好或还没写某个值；两次原子操作之间也可能插进别的 program"
+                                    "（读改写要用一次 tl.atomic_add 这样的原子操作完成）。要合并不同 program 的结果，用一次原子操作，"
+                                    f"或者分两次 launch。细节：{msg}")
+    return mk("passed", f"{where}：正确（也在新输入上重放通过" + ("，program 交错运行也通过" if rec.get("interleaved") else "") + "）",
               case.points)
 
 

@@ -17,6 +17,7 @@ import resource
 import secrets
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,7 @@ CELL_STATUSES = ("ok", "error", "timeout", "dead")
 MEM_LIMIT_MB = 6144          # resident memory of the kernel's process tree (watchdog, CPU and GPU)
 CPU_AS_LIMIT = 12 << 30      # address space per process on the CPU: torch + the interpreter need ~3 GiB
 FILE_LIMIT = 2 << 30         # largest file a process may write
+REPLAY_LOG_CAP = 1 << 20     # the replay's own output kept in ctl/replay.log (a kernel's prints can flood it)
 MARKER_ENV = "TCOURSE_GRADER_RUN"
 
 
@@ -153,6 +155,8 @@ class Replay:
     timed_out: set[str] = field(default_factory=set)  # cases whose replay passed the per-case limit
     crashed: set[str] = field(default_factory=set)    # cases during which the replay process died
     fatal: str = ""                                   # the learner's kernels could not even be loaded
+    broken: str = ""                                  # the replay process died before its first case
+    rounds: dict = field(default_factory=dict)        # case -> the rounds it finished (fresh, interleaved)
     budget_exceeded: bool = False
 
 
@@ -168,17 +172,20 @@ def replay(root: Path, device: str, iso: sandbox.Isolation, case_ids: list[str],
     deadline = time.monotonic() + budget
     while True:
         todo = [c for c in case_ids if c not in rp.done | rp.timed_out | rp.crashed]
-        if not todo or rp.fatal:
+        if not todo or rp.fatal or rp.broken:
             break
         if time.monotonic() >= deadline:
             rp.budget_exceeded = True
             break
         skip = [c for c in case_ids if c not in todo]
+        lines_before = len(_status_lines(status))
         with open(root / "ctl" / "replay.log", "ab") as errf:
             proc = subprocess.Popen(sandbox.replay_argv(root, device, iso, skip), cwd=root / "replay", env=env,
-                                    stdin=subprocess.DEVNULL, stdout=errf, stderr=errf, start_new_session=True,
-                                    preexec_fn=_limiter(device, budget))
-            current, since, seen = None, time.monotonic(), 0
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    start_new_session=True, preexec_fn=_limiter(device, budget))
+            drain = threading.Thread(target=_drain, args=(proc.stdout, errf, REPLAY_LOG_CAP), daemon=True)
+            drain.start()
+            current, since, seen = None, time.monotonic(), lines_before
             while proc.poll() is None:
                 time.sleep(0.05)
                 lines = _status_lines(status)
@@ -188,6 +195,8 @@ def replay(root: Path, device: str, iso: sandbox.Isolation, case_ids: list[str],
                     elif line.get("event") == "end":
                         rp.done.add(str(line.get("id")))
                         current = None
+                    elif line.get("event") == "round":
+                        rp.rounds.setdefault(str(line.get("id")), set()).add(str(line.get("tag")))
                     elif line.get("event") == "fatal":
                         rp.fatal = str(line.get("error", ""))[:2000]
                 seen = len(lines)
@@ -199,7 +208,11 @@ def replay(root: Path, device: str, iso: sandbox.Isolation, case_ids: list[str],
                     break
             _kill_tree(proc.pid)
             proc.wait()
+            drain.join(timeout=10)
         sandbox.kill_leftovers(iso)
+        if len(_status_lines(status)) == lines_before and proc.returncode:  # died before its first case: not the kernels'
+            rp.broken = f"exit {proc.returncode}: {_tail(root / 'ctl' / 'replay.log')}"
+            break
         for line in _status_lines(status)[seen:]:
             if line.get("event") == "end":
                 rp.done.add(str(line.get("id")))
@@ -208,6 +221,29 @@ def replay(root: Path, device: str, iso: sandbox.Isolation, case_ids: list[str],
         started = [str(ln.get("id")) for ln in _status_lines(status) if ln.get("event") == "start"]
         rp.crashed.update(c for c in started[-1:] if c not in rp.done | rp.timed_out)  # not run again
     return rp
+
+
+def _drain(pipe, out, cap: int) -> None:
+    """Copy the replay's output into ``out`` up to ``cap`` bytes, then read and drop the rest (the replay
+    never blocks on a full pipe, and a kernel that prints without end cannot fill the disk)."""
+    kept = 0
+    for chunk in iter(lambda: pipe.read(1 << 16), b""):
+        if kept < cap:
+            out.write(chunk[:cap - kept])
+            kept += len(chunk)
+            if kept >= cap:
+                out.write(b"\n[replay output cut at 1 MiB]\n")
+            out.flush()
+    pipe.close()
+
+
+def _tail(path: Path, n: int = 600) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - n))
+            return f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
 
 
 def _status_lines(path: Path) -> list[dict]:

@@ -110,7 +110,7 @@ def grade(path: Path, device: str = "cpu", cell_timeout: float = DEFAULT_CELL_TI
             _write_replay(root, ex, planned, module, names, device, seed)
             left = max(10.0, budget - (time.monotonic() - t0))
             t1 = time.monotonic()
-            # a replay case compiles for sm_90 and runs the launches twice (in order, then shuffled)
+            # a replay case compiles for sm_90 and runs the launches twice (in order, then interleaved)
             replay_case_limit = max(2.5 * cell_timeout, 30.0)
             rp = execute.replay(root, device, iso, replay_ids, replay_case_limit, left) if replay_ids else execute.Replay()
             phases["replay_s"] = round(time.monotonic() - t1, 2)
@@ -195,8 +195,15 @@ def _verdicts(ex, planned, run: execute.Execution, rp: execute.Replay, root: Pat
             tests.append(mk("error", f"评分单元出错：{cell['error'][-300:]}"))
         elif pc.case.mode == "perf" and not correct_so_far:
             tests.append(mk("failed", "正确性测试没有全部通过，不计性能分。"))
+        elif rp.broken and pc.case.mode != "python":
+            tests.append(mk("error", f"评分器的重放进程没能启动（不是你的错，请告诉老师）：{_last_line(rp.broken)}"))
         elif rp.fatal and pc.case.mode != "python":
             tests.append(mk("failed", f"评分器只导入你的 @triton.jit kernel（不运行别的代码）时出错：{_last_line(rp.fatal)}"))
+        elif pc.id in rp.timed_out and "fresh" in rp.rounds.get(pc.id, ()):
+            tests.append(mk("timeout", "评分器重放你的 kernel：按 program 编号依次运行时跑完了，让 program 像在 GPU 上那样交错运行时"
+                                       "超时了：kernel 要做的事取决于 program 的先后。最常见的是一个 program 自旋等待另一个 program 写的标志或锁，"
+                                       "而那个 program 还没开始：GPU 上 program 开始的先后和同时驻留的个数都没有保证。不要让 program 互相等待"
+                                       "（要前面块的结果，就分两次 launch，或者用原子计数器领取块号，保证等的那个已经在跑）。"))
         elif pc.id in rp.timed_out:
             tests.append(mk("timeout", "评分器在新输入上重放你的 kernel 时超时了（kernel 里有死循环，或者太慢）。"))
         elif pc.id in rp.crashed:

@@ -80,6 +80,7 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
                  "other_thread": 0, "problem": None, "inputs_changed": []}
     before = {k: to_numpy(b).copy() for k, b in in_bufs.items()}
     rounds = ["", "2"] if case.get("repeat") else [""]
+    first: list = []
     for tag in rounds:
         if tag:  # the same tensors, new values: a result cached by pointer or shape is now stale
             for spec in case["inputs"]:
@@ -113,7 +114,9 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
                     rec["inputs_changed"].append(k)
         if tag:
             rec["launches2"] = log.launches
+            rec["data_scalars"] = _scalars_that_changed(first, log.entries)
         else:
+            first = log.entries
             rec["launches"], rec["other_thread"], rec["problem"] = log.launches, log.other_thread, log.problem
             _write(wd / f"{cid}_launches.json", {"launches": log.entries, "snapshots": sorted(log.snapshots)})
             for key, raw in log.snapshots.items():
@@ -123,6 +126,23 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
         if rec["error"]:
             break
     return rec
+
+
+def _scalars_that_changed(first: list, second: list) -> str | None:
+    """The first launch argument (or grid) that differs between two calls on the same shapes with new values:
+    the wrapper computed it from the input values on the host, and the replay would reuse the stale value."""
+    for i, (a, b) in enumerate(zip(first, second)):
+        if a.get("kernel") != b.get("kernel"):
+            return None
+        if a.get("grid") != b.get("grid"):
+            return f"第 {i + 1} 次 launch（{a.get('kernel')}）的 grid：{a.get('grid')} → {b.get('grid')}"
+        pairs = list(enumerate(zip(a.get("args", []), b.get("args", [])), 1)) + \
+            [(k, (v, b.get("kwargs", {}).get(k))) for k, v in a.get("kwargs", {}).items()]
+        for where, (x, y) in pairs:
+            if isinstance(x, dict) and x.get("t") in ("int", "float", "bool") and x != y:
+                what = f"第 {where} 个参数" if isinstance(where, int) else f"参数 {where}"
+                return f"第 {i + 1} 次 launch（{a.get('kernel')}）的{what}：{x.get('v')!r} → {(y or {}).get('v')!r}"
+    return None
 
 
 def run_python_case(fn, case: dict) -> dict:

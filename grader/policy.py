@@ -44,7 +44,9 @@ MODULE_PATHS = {
               "__version__"},
     "triton": {"jit", "cdiv", "next_power_of_2", "autotune", "Config", "heuristics", "set_allocator", "__version__",
                "tools.tensor_descriptor.TensorDescriptor", "language.*"},
-    "tl": {"*"}, "math": {"*"}, "dataclasses": {"dataclass", "field"}, "typing": {"*"},
+    "tl": {"*"}, "math": {"*"}, "dataclasses": {"dataclass", "field"},
+    "typing": {"Any", "Optional", "Union", "List", "Tuple", "Dict", "Sequence", "Callable", "Iterable", "Literal",
+               "NamedTuple"},  # annotations only: typing.get_type_hints would run strings as code
     "rt": {"device", "gpu", "pick", "interpret"},
 }
 # Attributes host code may read on values (tensors, ints, the learner's own objects, str/list/dict).

@@ -14,7 +14,7 @@ killed. It imports only the learner's kernels (``ROOT/replay/kernels.py``, see
    never visible to the learner's process) and guarded outputs; on the CPU every load, store and
    atomic of the interpreter is checked against the tensors' storage (an out-of-bounds access is
    reported with the program and the index even when its value is masked at the store), and the grid
-   is run a second time in a shuffled program order;
+   is run a second time with its programs interleaved as a GPU may run them (:mod:`grader.interleave`);
 4. writes the outputs and a record to ``ROOT/replay/out`` for :mod:`grader.compare`.
 
 Performance cases (GPU) time the replayed launches against the exercise's own solution (a textbook
@@ -31,6 +31,8 @@ import os
 import sys
 import traceback
 from pathlib import Path
+
+from . import interleave
 
 LOG_CAP = 4 << 20
 SNAP_CAP = 256 << 20
@@ -63,10 +65,10 @@ class Guard:
         self.np = np
         self.ranges: list[tuple[int, int, str, int]] = []  # (lo, hi, label, itemsize)
         self.first: str | None = None
-        self.shuffle_rng = None
         self.loads: list = []   # (addresses, program) of the current launch's non-atomic accesses
         self.stores: list = []
-        self._perm = None
+        self.locking = False    # the launch used atomic_cas or atomic_xchg (a lock, a flag)
+        self.interleaving: interleave.Interleaving | None = None
         self._dims = (1, 1, 1)
 
     def install(self):
@@ -74,44 +76,45 @@ class Guard:
         from triton.runtime import interpreter as I
 
         b = I.interpreter_builder
-        names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas", "set_grid_dim",
-                 "set_grid_idx")
+        names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas", "set_grid_dim")
         saved = {n: b.__dict__.get(n) for n in names}
         load, store, rmw, cas = b.create_masked_load, b.create_masked_store, b.create_atomic_rmw, b.create_atomic_cas
-        set_dim, set_idx = b.set_grid_dim, b.set_grid_idx
+        set_dim = b.set_grid_dim
+        xchg = I._ir.ATOMIC_OP.XCHG
+
+        def step():  # every memory access is a point where another program may run first
+            if self.interleaving is not None:
+                self.interleaving.point()
 
         def masked_load(ptrs, mask, *args, **kw):
+            step()
             self.note(ptrs, mask, self.loads, b, "读取")
             return load(ptrs, mask, *args, **kw)
 
         def masked_store(ptrs, value, mask, *args, **kw):
+            step()
             self.note(ptrs, mask, self.stores, b, "写入")
             return store(ptrs, value, mask, *args, **kw)
 
         def atomic_rmw(op, ptr, val, mask, *args, **kw):
+            step()
             self.check(ptr, mask, "原子操作", b)
+            self.locking = self.locking or op == xchg
             return rmw(op, ptr, val, mask, *args, **kw)
 
         def atomic_cas(ptr, *args, **kw):
+            step()
             self.check(ptr, None, "原子操作", b)
+            self.locking = True
             return cas(ptr, *args, **kw)
 
         def grid_dim(nx, ny, nz):
             set_dim(nx, ny, nz)
             self._dims = (nx, ny, nz)
-            n = nx * ny * nz
-            self._perm = self.shuffle_rng.permutation(n) if self.shuffle_rng is not None and n > 1 else None
-
-        def grid_idx(x, y, z):
-            if self._perm is not None:
-                nx, ny, nz = self._dims
-                p = int(self._perm[(x * ny + y) * nz + z])
-                x, y, z = p // (ny * nz), (p // nz) % ny, p % nz
-            set_idx(x, y, z)
 
         b.create_masked_load, b.create_masked_store = masked_load, masked_store
         b.create_atomic_rmw, b.create_atomic_cas = atomic_rmw, atomic_cas
-        b.set_grid_dim, b.set_grid_idx = grid_dim, grid_idx
+        b.set_grid_dim = grid_dim
 
         def uninstall():
             for n, v in saved.items():
@@ -139,7 +142,8 @@ class Guard:
         atomics, is a data race on a GPU (its programs run at the same time, in no set order)."""
         np = self.np
         loads, stores, self.loads, self.stores = self.loads, self.stores, [], []
-        if not stores:
+        locking, self.locking = self.locking, False
+        if not stores or locking:  # accesses guarded by a lock are judged by the interleaved run alone
             return None
         s_addr = np.concatenate([a for a, _ in stores])
         s_prog = np.concatenate([np.full(a.size, p, dtype=np.int64) for a, p in stores])
@@ -207,6 +211,7 @@ class Replayer:
         from . import buffers, safeio
 
         self.root, self.device, self.kernels, self.guard = root, device, kernels, guard
+        self.on_round = None  # called with (case id, round) as each round of a case finishes
         self.np, self.torch, self.buffers, self.safeio = np, torch, buffers, safeio
         self.compiled: dict = {}
 
@@ -373,16 +378,22 @@ class Replayer:
         return [(self.kernels[e["kernel"]], tuple(e["grid"]), [self.decode(a, bufs) for a in e["args"]],
                  {k: self.decode(v, bufs) for k, v in e["kwargs"].items()}) for e in launches]
 
-    def run_launches(self, launches, bufs, spans, shuffle_seed=None) -> None:
+    def run_launches(self, launches, bufs, spans, interleave_seed=None) -> None:
+        """The logged launches in order; with a seed (interpreter only), each launch's programs interleaved
+        (:mod:`grader.interleave`)."""
+        rng = None
         if self.guard is not None:
             self.guard.ranges = list(spans.values()) + [
                 (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes(), k.replace("scratch:", "scratch"), 1)
                 for k, t in bufs.items() if k.startswith("scratch:")]
-            self.guard.first, self.guard.loads, self.guard.stores = None, [], []
-            self.guard.shuffle_rng = self.np.random.default_rng(shuffle_seed) if shuffle_seed is not None else None
+            self.guard.first, self.guard.loads, self.guard.stores, self.guard.locking = None, [], [], False
+            rng = self.np.random.default_rng(interleave_seed) if interleave_seed is not None else None
         try:
             for kernel, grid, args, kwargs in self.decoded(launches, bufs):
-                kernel[grid](*args, **kwargs)
+                if rng is None:
+                    kernel[grid](*args, **kwargs)
+                else:
+                    interleave.launch(kernel, grid, args, kwargs, rng, self.guard)
                 race = self.guard.race() if self.guard is not None else None
                 if race:
                     raise DataRace(race)
@@ -390,15 +401,24 @@ class Replayer:
                 self.torch.cuda.synchronize()
         finally:
             if self.guard is not None:  # checks apply to the replay only (the self-check runs the learner's call too)
-                self.guard.ranges, self.guard.shuffle_rng = [], None
+                self.guard.ranges = []
 
     def tensor_case(self, case: dict) -> dict:
         cid = case["id"]
-        rec = {"error": None, "compile_error": None, "oob": None, "inputs_changed": [], "shuffled": False}
+        rec = {"error": None, "compile_error": None, "oob": None, "inputs_changed": [], "interleaved": False}
         launches = self.read_log(cid)
         bufs, views, spans = self.fresh_buffers(case)
         before = {k: self.buffers.to_numpy(b).copy() for k, b in bufs.items() if k.startswith("in:")}
+        untouched = {k: _bits(v).clone() for k, v in views.items() if k.startswith("out:")}
         self.snapshots(cid, launches, bufs)
+        host_fill = {}  # outputs the wrapper filled with one value before the first launch (out.zero_())
+        for k, bits in untouched.items():
+            now = _bits(views[k])
+            if now.numel() and not bool((now == now[0]).all()):
+                rec["host_values"] = k.split(":", 1)[1]
+                return rec
+            if now.numel() and not bool((now == bits).all()):
+                host_fill[k] = now.clone()
         for e in launches:
             args = [self.decode(a, bufs) for a in e["args"]]
             kwargs = {k: self.decode(v, bufs) for k, v in e["kwargs"].items()}
@@ -410,7 +430,7 @@ class Replayer:
         rounds = [("fresh", None)]
         programs = max((int(self.np.prod(e["grid"])) for e in launches), default=0)
         if self.guard is not None and case.get("order_check", True) and programs > 1:
-            rounds.append(("shuffled", case["order_seed"]))
+            rounds.append(("interleaved", case["order_seed"]))
         for tag, seed in rounds:
             for k, b in bufs.items():
                 b.copy_(initial[k])
@@ -429,11 +449,17 @@ class Replayer:
                 self.np.save(self.root / "replay" / "out" / f"{cid}_{tag}_{spec['name']}.npy",
                              self.buffers.to_numpy(bufs[f"out:{spec['name']}"]), allow_pickle=False)
             if tag == "fresh":
+                for k, fill in host_fill.items():
+                    if bool((_bits(views[k]) == fill).all()):
+                        rec["unwritten"] = k.split(":", 1)[1]
+                        return rec
                 for k, arr in before.items():
                     now = self.buffers.to_numpy(bufs[k])
                     if not ((arr == now) | (self.np.isnan(arr) & self.np.isnan(now))).all():
                         rec["inputs_changed"].append(k.split(":", 1)[1])
-            rec["shuffled"] = rec["shuffled"] or tag == "shuffled"
+            rec["interleaved"] = rec["interleaved"] or tag == "interleaved"
+            if self.on_round:
+                self.on_round(cid, tag)
         return rec
 
     def perf_case(self, case: dict, solution_src: str) -> dict:
@@ -482,6 +508,13 @@ class Replayer:
         return rec
 
 
+def _bits(t):
+    """A tensor's elements as integers of the same width (NaN == NaN, -0.0 != 0.0), flattened."""
+    import torch
+
+    return t.reshape(-1).view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
 def _error_text(e: BaseException) -> str:
     return "".join(traceback.format_exception(type(e), e, e.__traceback__)[-3:])[-1500:]
 
@@ -525,6 +558,7 @@ def main(root: str, device: str) -> int:
         guard = Guard()
         guard.install()
     rp = Replayer(rootp, device, kernels, guard)
+    rp.on_round = lambda cid, tag: say(event="round", id=cid, tag=tag)
     skip = set(sys.argv[3].split(",")) if len(sys.argv) > 3 and sys.argv[3] else set()
     solution = (rootp / "replay" / "solution_cells.py").read_text(encoding="utf-8") \
         if (rootp / "replay" / "solution_cells.py").exists() else ""

@@ -83,7 +83,7 @@ class Case:
     tol: tuple[float, float] | None = None  # (atol, rtol) for this case instead of the exercise's
     calls: tuple = ()                 # python mode: argument tuples
     perf: dict = field(default_factory=dict)  # perf mode: shapes, scalars, call, kwargs, nbytes/flops, ref
-    order_check: bool = True          # CPU: also replay the grid in a shuffled program order
+    order_check: bool = True          # CPU: also replay the grid with its programs interleaved
     reference: Callable | None = None  # instead of the exercise's (a case of another function)
 
     def __post_init__(self):

@@ -44,6 +44,14 @@ def build(name: str, spec: dict, folder: Path) -> Path:
     if "other" in spec:
         path.write_bytes((REPO / "solutions" / f"{spec['other']}.ipynb").read_bytes())
         return path
+    if "base" in spec:  # another exercise's solution: each edit applies to the code cell that holds its text
+        nb = _nb("solutions", spec["base"])
+        for old, new in spec["edit"]:
+            cell = next((c for c in nb["cells"] if c["cell_type"] == "code" and old in _src(c)), None)
+            assert cell, f"{name}: edit does not apply: {old!r}"
+            cell["source"] = _src(cell).replace(old, new, 1)
+        path.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+        return path
     nb = _nb("solutions", "ex01_axpy")
     cell = next(c for c in nb["cells"] if c["id"] == KERNEL_CELL)
     src = _src(cell)
@@ -105,6 +113,8 @@ def verdict_problem(name: str, spec: dict, row: dict, result: dict | None) -> st
         return f"statuses {statuses} not within {spec['statuses']}: {odd[:3]}"
     if "passed" in spec and sum(t["status"] == "passed" for t in tests) != spec["passed"]:
         return f"expected {spec['passed']} passed tests: {[(t['name'], t['status']) for t in tests]}"
+    if "most_passed" in spec and sum(t["status"] == "passed" for t in tests) > spec["most_passed"]:
+        return f"expected at most {spec['most_passed']} passed tests: {[(t['name'], t['status']) for t in tests]}"
     if spec.get("zero") and result["score"] != 0:
         return f"score {result['score']} != 0"
     if result["score"] >= result["max_score"]:

@@ -291,3 +291,52 @@ def test_mutants_of_every_solution_are_caught(tmp_path, capsys):
     with capsys.disabled():
         print(f"\nmutation test: {len(made)} mutants, {len(made) - len(survived)} caught")
     assert not survived, survived
+
+
+def test_interleaved_launch_loses_split_updates_and_keeps_locked_ones(monkeypatch):
+    """grader.interleave: a read-modify-write made of two atomics loses counts once programs overlap (the
+    interpreter's in-order loop never shows it); a lock taken with atomic_cas keeps a shared sum right, and the
+    launch with the lock is not reported as a race."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import numpy as np
+    import torch
+    import triton
+    import triton.language as tl
+
+    from grader import interleave
+    from grader.replay import Guard
+
+    @triton.jit
+    def split_count(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        for i in range(BLOCK):
+            idx = tl.program_id(0) * BLOCK + i
+            b = tl.load(x_ptr + idx, mask=idx < n, other=0)
+            c = tl.atomic_add(out_ptr + b, 0, mask=idx < n)
+            tl.atomic_xchg(out_ptr + b, c + 1, mask=idx < n)
+
+    @triton.jit
+    def locked_sum(x_ptr, acc_ptr, lock_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0), axis=0)
+        while tl.atomic_cas(lock_ptr, 0, 1) == 1:
+            pass
+        tl.store(acc_ptr, tl.load(acc_ptr) + v)
+        tl.atomic_xchg(lock_ptr, 0)
+
+    x = torch.randint(0, 4, (512,), dtype=torch.int32)
+    counts, acc, lock = torch.zeros(4, dtype=torch.int32), torch.zeros(1, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    guard = Guard()
+    uninstall = guard.install()
+    try:
+        guard.ranges = [(t.data_ptr(), t.data_ptr() + 4 * t.numel(), name, 4)
+                        for name, t in (("x", x), ("counts", counts), ("acc", acc), ("lock", lock))]
+        split_count[(8,)](x, counts, 512, BLOCK=64)
+        assert counts.tolist() == torch.bincount(x, minlength=4).tolist()  # in order: right
+        counts.zero_()
+        interleave.launch(split_count, (8,), [x, counts, 512], {"BLOCK": 64}, np.random.default_rng(0), guard)
+        assert counts.sum().item() < 512
+        interleave.launch(locked_sum, (8,), [x, acc, lock, 512], {"BLOCK": 64}, np.random.default_rng(0), guard)
+        assert acc.item() == int(x.sum()) and lock.item() == 0
+        assert guard.race() is None
+    finally:
+        uninstall()

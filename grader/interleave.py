@@ -1,0 +1,135 @@
+"""One interpreted launch with its programs interleaved, as a GPU may run them.
+
+Triton's interpreter runs the programs of a grid one after another, each to its end. On a GPU they
+run at the same time: a program can be overtaken between any two of its memory accesses. A kernel
+that builds a read-modify-write out of two atomics, or reads a running total another program has not
+added to yet, is right under the interpreter and wrong on the GPU. Here every program runs in a thread
+of its own, only one thread runs at a time, and at each memory access (:meth:`Interleaving.point`,
+called by :class:`grader.replay.Guard`) the running program hands over, with probability
+``SWITCH``, to one picked at random among up to ``WINDOW`` started programs. Programs start in a
+random order. A program that waits for another one (a lock, a flag) keeps handing over while it
+spins, so the one it waits for gets to run.
+
+The launch mirrors ``GridExecutor.__call__`` of Triton's interpreter (3.6 to 3.9), with the loop
+over the grid replaced.
+"""
+from __future__ import annotations
+
+import inspect
+import threading
+
+WINDOW = 8
+SWITCH = 0.5
+
+
+class _Stop(BaseException):
+    """Unwinds a program's thread after another program failed (not an ``Exception``: nothing in the
+    interpreter catches it)."""
+
+
+class Interleaving:
+    def __init__(self, rng, builder):
+        self.rng, self.builder = rng, builder
+        self.cv = threading.Condition()
+        self.turn = None            # the program (x, y, z) that may run
+        self.live: list = []        # started, not finished
+        self.pending: list = []     # not started
+        self.error: BaseException | None = None
+        self.body = None
+
+    def run(self, programs: list, body) -> None:
+        """Run ``body(program)`` for every program; re-raises the first program's error."""
+        self.body = body
+        order = [programs[i] for i in self.rng.permutation(len(programs))]
+        threads = []
+        with self.cv:
+            self.pending = order
+            while self.pending and len(self.live) < WINDOW:
+                threads.append(self._start())
+            self._pass_turn()
+            while self.live:
+                self.cv.wait()
+                while self.pending and len(self.live) < WINDOW and self.error is None:
+                    threads.append(self._start())
+                if self.turn is None and self.live:
+                    self._pass_turn()
+        for t in threads:
+            t.join()
+        if self.error is not None:
+            raise self.error
+
+    def point(self) -> None:
+        """Called by the running program before each memory access."""
+        if self.rng.random() >= SWITCH:
+            return
+        with self.cv:
+            me = self.turn
+            self._pass_turn()
+            while self.turn != me and self.error is None:
+                self.cv.wait()
+            if self.error is not None:
+                raise _Stop
+        self.builder.grid_idx = me
+
+    # --- under self.cv ---
+    def _start(self) -> threading.Thread:
+        program = self.pending.pop(0)
+        self.live.append(program)
+        t = threading.Thread(target=self._program, args=(program,), daemon=True)
+        t.start()
+        return t
+
+    def _pass_turn(self) -> None:
+        self.turn = self.live[int(self.rng.integers(len(self.live)))] if self.live else None
+        self.cv.notify_all()
+
+    def _program(self, program) -> None:
+        with self.cv:
+            while self.turn != program and self.error is None:
+                self.cv.wait()
+            stopped = self.error is not None
+        try:
+            if not stopped:
+                self.builder.set_grid_idx(*program)
+                self.body(program)
+        except _Stop:
+            pass
+        except BaseException as e:  # the kernel's error is the launch's error
+            with self.cv:
+                if self.error is None:
+                    self.error = e
+        finally:
+            with self.cv:
+                self.live.remove(program)
+                if self.error is not None:
+                    self.pending = []
+                self.turn = None
+                self.cv.notify_all()
+
+
+def launch(kernel, grid, args: list, kwargs: dict, rng, guard) -> None:
+    """``kernel[grid](*args, **kwargs)`` under the interpreter, the programs interleaved at the memory
+    accesses ``guard`` (an installed :class:`grader.replay.Guard`) sees."""
+    from triton.runtime import interpreter as I
+
+    ex = I.GridExecutor(kernel.rewrite(), kernel.arg_names, grid, kernel.pre_run_hooks)  # what kernel[grid] runs
+    fn = ex.fn
+    spec = inspect.getfullargspec(fn)
+    kwargs = {k: v for k, v in kwargs.items() if k in spec.args or k in spec.kwonlyargs}
+    args_hst, kwargs_hst = ex._init_args_hst(args, kwargs)
+    for hook in ex.pre_run_hooks:
+        hook(*args_hst, **kwargs_hst)
+    scope = I._patch_lang(fn)
+    try:
+        call = inspect.getcallargs(fn, *args_hst, **kwargs_hst)
+        call = {n: a if n in ex.constexprs else I._implicit_cvt(a) for n, a in call.items()}
+        g = ex.grid(call) if callable(ex.grid) else ex.grid
+        g = tuple(g) + (1,) * (3 - len(g))
+        I.interpreter_builder.set_grid_dim(*g)
+        programs = [(x, y, z) for x in range(g[0]) for y in range(g[1]) for z in range(g[2])]
+        guard.interleaving = Interleaving(rng, I.interpreter_builder)
+        guard.interleaving.run(programs, lambda _: fn(**call))
+    finally:
+        guard.interleaving = None
+        scope.restore()
+    ex._restore_args_dev(args, args_hst, kwargs, kwargs_hst)
