@@ -206,11 +206,6 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestRes
     if rec.get("launches2") == 0 and rec["launches"] > 0:
         return mk("failed", "用同一批张量换上新数据再调用一次，你的函数没有启动任何 kernel，返回的是上一次缓存的结果："
                             "每次调用都要重新计算（不要按指针、id 或形状缓存结果）。")
-    stale = _data_scalar(workdir, pc, others)
-    if stale:
-        return mk("failed", f"用同一批张量换上新数据再调用一次，传给 kernel 的标量变了（{stale[:200]}）：它是包装函数在 host 上"
-                            "从输入的值算出来的。评分器重放 kernel 时只有第一次调用的值，所以凡是取决于输入数据的量"
-                            "（最大值、均值、和……）都要在 kernel 里算。整份作业的每个测试都按这一条判定。")
     if rec["launches"] == 0 and _launched_elsewhere(workdir, pc, others):  # a shape (or pointer) it had seen in another call
         return mk("failed", "这次调用没有启动任何 kernel，可同一个函数在别的测试里启动过：它返回的是以前算好、缓存起来的结果"
                             "（按形状、指针或 id 缓存？）。每次调用都要重新计算。")
@@ -246,6 +241,11 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestRes
             if msg:
                 return mk("failed", "用同一批张量（同样的地址、同样的对象）换上新数据再调用一次，结果错了——是不是缓存了上一次的结果？"
                           + msg)
+    stale = _data_scalar(workdir, pc, others)
+    if stale:  # after the checks of this call's own outputs: a cached result is reported as such first
+        return mk("failed", f"用同一批张量换上新数据再调用一次，传给 kernel 的标量变了（{stale[:200]}）：它是包装函数在 host 上"
+                            "从输入的值算出来的。评分器重放 kernel 时只有第一次调用的值，所以凡是取决于输入数据的量"
+                            "（最大值、均值、和……）都要在 kernel 里算。整份作业的每个测试都按这一条判定。")
     return _judge_replay(ex, pc, replay_out, device, mk, where, tol)
 
 
