@@ -16,7 +16,8 @@
 #
 # - 结果由你的 Triton kernel 算出来并写进 `out`；`torch.cumsum` 记 0 分。
 # - `N` 可能比 `BLOCK` 大很多；float16 输入用 float32 累加。
-# - 评分器还会把 grid 里的 program **打乱顺序**再跑一遍：一个 program 的结果不能依赖另一个 program 先跑完。
+# - 评分器还会让 grid 里的 program **交错运行**再跑一遍（随机顺序开始，每次访存后都可能换别的 program 先跑，像在 GPU 上）：
+#   一个 program 的结果不能依赖另一个 program 先跑完。
 # %% id=dr08-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -35,7 +36,7 @@ def row_cumsum_spec(x: torch.Tensor) -> torch.Tensor:
 # - 循环 `for n0 in range(0, N, BLOCK)`：读一块（mask，`other=0.0`，先 `.to(tl.float32)`），
 #   `tl.cumsum(v, axis=0) + carry` 就是这一块的结果；然后 `carry += tl.sum(v, axis=0)`。
 # - 为什么不能“让第 `j` 块的 program 去读第 `j-1` 块已经写好的最后一个结果”？GPU 上两个 program 同时跑，
-#   读的时候它可能还没写。评分器打乱 program 顺序，就是要抓这种只在顺序执行时才对的写法。
+#   读的时候它可能还没写。评分器让 program 交错运行，就是要抓这种只在顺序执行时才对的写法。
 # %% id=dr08-kernel role=solution
 # 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
 @triton.jit
