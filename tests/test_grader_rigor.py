@@ -340,3 +340,32 @@ def test_interleaved_launch_loses_split_updates_and_keeps_locked_ones(monkeypatc
         assert guard.race() is None
     finally:
         uninstall()
+
+
+def test_selfcheck_finds_kernels_under_autotune_and_heuristics(monkeypatch):
+    """The self-check replays what the learner launched: a kernel under @triton.autotune or @triton.heuristics is
+    found by its name (the decorators' own objects are not kernels), and a self-referencing ``fn`` does not loop."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import triton
+    import triton.language as tl
+
+    from grader import selfcheck
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"])
+    @triton.jit
+    def tuned(x_ptr, n, BLOCK: tl.constexpr):
+        pass
+
+    @triton.heuristics({"BLOCK": lambda args: 64})
+    @triton.jit
+    def guessed(x_ptr, BLOCK: tl.constexpr):
+        pass
+
+    class Loop:
+        pass
+
+    loop = Loop()
+    loop.fn = loop
+    found = selfcheck._kernels({"tuned": tuned, "guessed": guessed, "loop": loop, "n": 3})
+    assert sorted(found) == ["guessed", "tuned"]
+    assert found["tuned"] is tuned.fn and found["guessed"] is guessed.fn
