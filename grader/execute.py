@@ -210,7 +210,8 @@ def replay(root: Path, device: str, iso: sandbox.Isolation, case_ids: list[str],
             proc.wait()
             drain.join(timeout=10)
         sandbox.kill_leftovers(iso)
-        if len(_status_lines(status)) == lines_before and proc.returncode:  # died before its first case: not the kernels'
+        if len(_status_lines(status)) == lines_before and proc.returncode and time.monotonic() < deadline:
+            # it died before its first case (not killed for the budget): not the kernels' fault
             rp.broken = f"exit {proc.returncode}: {_tail(root / 'ctl' / 'replay.log')}"
             break
         for line in _status_lines(status)[seen:]:
