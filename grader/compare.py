@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from . import safeio
-from .buffers import OUT_SENTINEL, guard_size, layout_strides, numpy_dtype
+from .buffers import OUT_SENTINEL, TORCH_DTYPES, guard_size, layout_strides, numpy_dtype
 from .plan import PlannedCase
 from .spec import FLOAT_DTYPES, Exercise
 
@@ -246,7 +246,7 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestRes
         return mk("failed", f"用同一批张量换上新数据再调用一次，传给 kernel 的标量变了（{stale[:200]}）：它是包装函数在 host 上"
                             "从输入的值算出来的。评分器重放 kernel 时只有第一次调用的值，所以凡是取决于输入数据的量"
                             "（最大值、均值、和……）都要在 kernel 里算。整份作业的每个测试都按这一条判定。")
-    return _judge_replay(ex, pc, replay_out, device, mk, where, tol)
+    return _judge_replay(ex, pc, workdir, replay_out, device, mk, where, tol)
 
 
 def _flat_len(spec) -> int:
@@ -254,7 +254,7 @@ def _flat_len(spec) -> int:
     return span + 2 * guard_size(span)
 
 
-def _judge_replay(ex, pc, replay_out: Path, device, mk, where, tol) -> TestResult:
+def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, tol) -> TestResult:
     case = pc.case
     path = replay_out / f"{pc.id}.json"
     if not path.exists():
@@ -279,6 +279,11 @@ def _judge_replay(ex, pc, replay_out: Path, device, mk, where, tol) -> TestResul
         return mk("failed", f"{where}：数据竞争 —— {str(rec['race'])[:300]}。在 GPU 上一次 launch 的 program 同时运行、没有先后顺序："
                             "每个元素只能由一个 program 写；要合并多个 program 的结果，用 tl.atomic_add 等原子操作，或者分两次 launch。"
                             f"{case.hint}")
+    if rec.get("deadlock"):
+        return mk("failed", f"{where}：按 program 编号依次运行时跑完了，让 program 像在 GPU 上那样交错运行时，"
+                            f"{str(rec['deadlock'])[:300]}。等待别的 program 的标志或锁，只有在被等的 program 一定会"
+                            "写它的时候才行：检查等待的条件（等的是哪个下标、哪个值），和写标志的那一步是不是一定会执行。"
+                            f"{case.hint}")
     if rec.get("error"):
         return mk("error", f"评分器在新输入上重放你的 kernel 时出错：{str(rec['error']).strip().splitlines()[-1][:300]}")
     if rec.get("inputs_changed"):
@@ -289,6 +294,13 @@ def _judge_replay(ex, pc, replay_out: Path, device, mk, where, tol) -> TestResul
             dt = spec.dtype_in(case)
             msg = check_output(_flat(replay_out / f"{pc.id}_{tag}_{spec.name}.npy", dt, _flat_len(spec)), ref, spec, dt,
                                tol(dt), where, case.hint)
+            copies = _copied_inputs(workdir, pc) if msg and tag == "fresh" else []
+            if copies:
+                return mk("failed", f"包装函数先把输入 {'、'.join(copies)} 拷贝成一个新张量（{copies[0]}.contiguous()、{copies[0]}.clone()、"
+                                    f"{copies[0]}.to(...)、torch.empty 再 copy_ 之类），kernel 读的是这份拷贝。拷贝是 torch 做的、不在 kernel 里：评分器"
+                                    "重放时只运行 kernel launch，这份拷贝还是旧输入的值，所以在新输入上结果不对。让 kernel 直接读"
+                                    "原来的输入：把它的 stride 传给 kernel，按 stride 算地址；要换类型就在 kernel 里 .to(...)。"
+                                    f"细节：{msg}")
             if msg and tag == "fresh":
                 return mk("failed", "评分器只重放了你这次调用里的 Triton kernel launch（不运行包装函数里的其他代码），"
                                     "换上同样形状的新输入，结果不对：答案（至少一部分）是在 kernel 之外算的，"
@@ -302,6 +314,32 @@ def _judge_replay(ex, pc, replay_out: Path, device, mk, where, tol) -> TestResul
                                     f"或者分两次 launch。细节：{msg}")
     return mk("passed", f"{where}：正确（也在新输入上重放通过" + ("，program 交错运行也通过" if rec.get("interleaved") else "") + "）",
               case.points)
+
+
+def _copied_inputs(workdir: Path, pc: PlannedCase) -> list[str]:
+    """The inputs whose values (as shown to the learner's call: its dtype or float32, in row- or column-major
+    order) sit in one of the call's scratch buffers as the first launch saw it: the wrapper handed the kernel
+    a torch copy of an input. Only picks the message of a case that already failed its replay."""
+    import torch
+
+    snaps = []
+    for path in sorted(workdir.glob(f"{pc.id}_snap_scratch_*.npy")):
+        try:
+            snaps.append(safeio.load_npy(path, ARRAY_CAP, dtype=np.uint8).tobytes())
+        except safeio.Untrusted:
+            continue
+    found = []
+    for spec in pc.case.inputs:
+        t = pc.shown.get(spec.name)
+        if not isinstance(t, torch.Tensor) or t.unique().numel() < 2:
+            continue
+        dtypes = {TORCH_DTYPES[spec.dtype_in(pc.case)]} | ({torch.float32} if t.is_floating_point() else set())
+        orders = [t, t.permute(*reversed(range(t.dim())))] if t.dim() > 1 else [t]
+        needles = [o.to(dt).contiguous().view(torch.uint8).numpy().tobytes() for dt in dtypes for o in orders]
+        needles = [n for n in needles if len(n) >= 12]  # a few bytes could sit in any buffer by chance
+        if any(n in s for n in needles for s in snaps):
+            found.append(spec.name)
+    return found
 
 
 def _judge_python(ex, pc, workdir, mk) -> TestResult:

@@ -201,9 +201,10 @@ def _verdicts(ex, planned, run: execute.Execution, rp: execute.Replay, root: Pat
             tests.append(mk("failed", f"评分器只导入你的 @triton.jit kernel（不运行别的代码）时出错：{_last_line(rp.fatal)}"))
         elif pc.id in rp.timed_out and "fresh" in rp.rounds.get(pc.id, ()):
             tests.append(mk("timeout", "评分器重放你的 kernel：按 program 编号依次运行时跑完了，让 program 像在 GPU 上那样交错运行时"
-                                       "超时了：kernel 要做的事取决于 program 的先后。最常见的是一个 program 自旋等待另一个 program 写的标志或锁，"
-                                       "而那个 program 还没开始：GPU 上 program 开始的先后和同时驻留的个数都没有保证。不要让 program 互相等待"
-                                       "（要前面块的结果，就分两次 launch，或者用原子计数器领取块号，保证等的那个已经在跑）。"))
+                                       "超时了：kernel 要做的事取决于 program 的先后。常见的是等待的条件在交错时永远不成立（等的标志被别的 "
+                                       "program 改回去了，或者两个 program 各拿一把锁再等对方的锁），或者等待时每次读的位置、读到的值都在变，"
+                                       "评分器认不出它在等。要前面块的结果，最稳妥的是分两次 launch；要在一次 launch 里等，就只等一个标志："
+                                       "被等的 program 写完结果后用 tl.atomic_xchg 置位，等的一方反复 tl.atomic_add(flag, 0) 读它。"))
         elif pc.id in rp.timed_out:
             tests.append(mk("timeout", "评分器在新输入上重放你的 kernel 时超时了（kernel 里有死循环，或者太慢）。"))
         elif pc.id in rp.crashed:

@@ -7,8 +7,13 @@ added to yet, is right under the interpreter and wrong on the GPU. Here every pr
 of its own, only one thread runs at a time, and at each memory access (:meth:`Interleaving.point`,
 called by :class:`grader.replay.Guard`) the running program hands over, with probability
 ``SWITCH``, to one picked at random among up to ``WINDOW`` started programs. Programs start in a
-random order. A program that waits for another one (a lock, a flag) keeps handing over while it
-spins, so the one it waits for gets to run.
+random order. A program that waits for another one (a lock, a flag) spins: it repeats the same small
+access and reads the same values (:meth:`Interleaving.seen`). A spinning program hands over at each
+access (it still gets turns: right after a flag is set, the waiter may run before the setter's next
+store). When every started program spins and programs are left to start, the one a GPU would dispatch
+first (the lowest linear id, x fastest) starts, since on a GPU a grid of these sizes is resident all at
+once and the program waited for runs. When every program has started and all of them spin without
+anything changing, no program can move: :class:`Deadlock`.
 
 The launch mirrors ``GridExecutor.__call__`` of Triton's interpreter (3.6 to 3.9), with the loop
 over the grid replaced.
@@ -20,11 +25,18 @@ import threading
 
 WINDOW = 8
 SWITCH = 0.5
+SPIN = 32            # repeated accesses in a row: the program is waiting for another one
+DEADLOCK = 4096      # hand-overs with every program spinning and none left to start
+SMALL = 16           # accesses of at most this many elements can be spin reads
 
 
 class _Stop(BaseException):
     """Unwinds a program's thread after another program failed (not an ``Exception``: nothing in the
     interpreter catches it)."""
+
+
+class Deadlock(RuntimeError):
+    """Every program of the launch has started and waits for another one."""
 
 
 class Interleaving:
@@ -36,34 +48,50 @@ class Interleaving:
         self.pending: list = []     # not started
         self.error: BaseException | None = None
         self.body = None
+        self.threads: list = []
+        self.spins: dict = {}       # program -> repeated accesses in a row
+        self.recent: dict = {}      # program -> the small accesses it made since it last got anywhere
+        self.stuck = 0              # hand-overs in a row with every program spinning, none left to start
 
     def run(self, programs: list, body) -> None:
         """Run ``body(program)`` for every program; re-raises the first program's error."""
         self.body = body
         order = [programs[i] for i in self.rng.permutation(len(programs))]
-        threads = []
         with self.cv:
             self.pending = order
             while self.pending and len(self.live) < WINDOW:
-                threads.append(self._start())
+                self._start()
             self._pass_turn()
             while self.live:
                 self.cv.wait()
                 while self.pending and len(self.live) < WINDOW and self.error is None:
-                    threads.append(self._start())
+                    self._start()
                 if self.turn is None and self.live:
                     self._pass_turn()
-        for t in threads:
+        for t in self.threads:
             t.join()
         if self.error is not None:
             raise self.error
 
     def point(self) -> None:
         """Called by the running program before each memory access."""
-        if self.rng.random() >= SWITCH:
+        if self.spins.get(self.turn, 0) < SPIN and self.rng.random() >= SWITCH:
             return
         with self.cv:
             me = self.turn
+            if self.live and all(self.spins.get(p, 0) >= SPIN for p in self.live):
+                if self.pending:
+                    self.stuck = 0
+                    self._start(min(self.pending, key=lambda p: p[::-1]))
+                else:
+                    self.stuck += 1
+                    if self.stuck >= DEADLOCK:
+                        self.error = Deadlock(
+                            f"grid 的 program 都已经开始，还没跑完的 {len(self.live)} 个（例如 program "
+                            f"{min(self.live, key=lambda p: p[::-1])}）都在反复读同样的值、等别的 program 写：没有 program "
+                            "能往下走，死锁了")
+                        self.cv.notify_all()
+                        raise _Stop
             self._pass_turn()
             while self.turn != me and self.error is None:
                 self.cv.wait()
@@ -71,13 +99,31 @@ class Interleaving:
                 raise _Stop
         self.builder.grid_idx = me
 
+    def seen(self, access) -> None:
+        """Called by the running program after each memory access: ``access`` is a small access's
+        (kind, addresses, values read), None for any other; a small access the program already made since
+        it last got anywhere counts as spinning."""
+        me = self.turn
+        recent = self.recent.setdefault(me, set())
+        if access is not None and access in recent:
+            self.spins[me] = self.spins.get(me, 0) + 1
+            return
+        self.spins[me] = 0
+        self.stuck = 0
+        if access is None or len(recent) >= 256:  # a spin loop cycles through a few accesses
+            recent.clear()
+        if access is not None:
+            recent.add(access)
+
     # --- under self.cv ---
-    def _start(self) -> threading.Thread:
-        program = self.pending.pop(0)
+    def _start(self, program=None) -> None:
+        program = self.pending.pop(0) if program is None else program
+        if program in self.pending:
+            self.pending.remove(program)
         self.live.append(program)
         t = threading.Thread(target=self._program, args=(program,), daemon=True)
         t.start()
-        return t
+        self.threads.append(t)
 
     def _pass_turn(self) -> None:
         self.turn = self.live[int(self.rng.integers(len(self.live)))] if self.live else None

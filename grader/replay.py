@@ -86,27 +86,35 @@ class Guard:
             if self.interleaving is not None:
                 self.interleaving.point()
 
+        def seen(kind, ptrs, result):  # a spin read repeats a small access and reads the same values
+            if self.interleaving is not None:
+                small = kind != "store" and ptrs.data.size <= interleave.SMALL
+                self.interleaving.seen((kind, ptrs.data.tobytes(), result.data.tobytes()) if small else None)
+            return result
+
         def masked_load(ptrs, mask, *args, **kw):
             step()
             self.note(ptrs, mask, self.loads, b, "读取")
-            return load(ptrs, mask, *args, **kw)
+            return seen("load", ptrs, load(ptrs, mask, *args, **kw))
 
         def masked_store(ptrs, value, mask, *args, **kw):
             step()
             self.note(ptrs, mask, self.stores, b, "写入")
-            return store(ptrs, value, mask, *args, **kw)
+            result = store(ptrs, value, mask, *args, **kw)
+            seen("store", ptrs, None)
+            return result
 
         def atomic_rmw(op, ptr, val, mask, *args, **kw):
             step()
             self.check(ptr, mask, "原子操作", b)
             self.locking = self.locking or op == xchg
-            return rmw(op, ptr, val, mask, *args, **kw)
+            return seen(f"rmw{op}", ptr, rmw(op, ptr, val, mask, *args, **kw))
 
         def atomic_cas(ptr, *args, **kw):
             step()
             self.check(ptr, None, "原子操作", b)
             self.locking = True
-            return cas(ptr, *args, **kw)
+            return seen("cas", ptr, cas(ptr, *args, **kw))
 
         def grid_dim(nx, ny, nz):
             set_dim(nx, ny, nz)
@@ -438,6 +446,9 @@ class Replayer:
                 self.run_launches(launches, bufs, spans, seed)
             except DataRace as e:
                 rec["race"] = str(e)
+                return rec
+            except interleave.Deadlock as e:
+                rec["deadlock"] = str(e)
                 return rec
             except Exception as e:
                 if self.guard is not None and self.guard.first:

@@ -36,6 +36,10 @@ CASES = {
     "negate-kernel-around-host-result": ("ex01_axpy", [(AXPY_STORE, "    tl.store(out_ptr + offs, -y, mask=mask)"),
         (AXPY_LAUNCH, "    t = x.clone()\n    t *= -a\n    t -= y\n    axpy_kernel[grid](x, t, out, a, n, BLOCK_SIZE=BLOCK_SIZE)\n")],
         ["重放", "新输入"]),
+    # a torch copy of an input handed to the kernel: the strided cases fail, and the message names the copy
+    "wrapper-makes-b-contiguous": ("ex03_matmul", [("    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))\n",
+        "    b = b.contiguous()\n    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))\n")],
+        ["输入 b 拷贝成一个新张量", "stride"]),
     "host-fixes-the-tail": ("ex01_axpy", [("    mask = offs < n", "    mask = offs < (n // 8) * 8"),
         (AXPY_LAUNCH, AXPY_LAUNCH + "    t = x.clone()\n    t *= a\n    t += y\n    out[(n // 8) * 8:] = t[(n // 8) * 8:]\n")],
         ["重放"]),
@@ -338,6 +342,66 @@ def test_interleaved_launch_loses_split_updates_and_keeps_locked_ones(monkeypatc
         interleave.launch(locked_sum, (8,), [x, acc, lock, 512], {"BLOCK": 64}, np.random.default_rng(0), guard)
         assert acc.item() == int(x.sum()) and lock.item() == 0
         assert guard.race() is None
+    finally:
+        uninstall()
+
+
+def test_interleaved_launch_runs_a_look_back_chain_and_reports_a_lock_order_deadlock(monkeypatch):
+    """grader.interleave: a program that spins on the flag of the program before it finishes once every started
+    program spins (the lowest pending program starts, as a GPU dispatches it), over a grid far larger than the
+    window, and setting the flag before the value is still caught; two locks taken in opposite orders by
+    neighbouring programs stop every program: Deadlock, at once."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import numpy as np
+    import torch
+    import triton
+    import triton.language as tl
+
+    from grader import interleave
+    from grader.replay import Guard
+
+    @triton.jit
+    def chain(flags_ptr, out_ptr, FLAG_FIRST: tl.constexpr):
+        pid = tl.program_id(0)
+        prev = 0
+        if pid > 0:
+            while tl.atomic_add(flags_ptr + pid - 1, 0) == 0:
+                pass
+            prev = tl.load(out_ptr + pid - 1)
+        if FLAG_FIRST:  # wrong: the flag says "done" before the value is stored
+            tl.atomic_xchg(flags_ptr + pid, 1)
+        tl.store(out_ptr + pid, prev + 1)
+        if not FLAG_FIRST:
+            tl.atomic_xchg(flags_ptr + pid, 1)
+
+    @triton.jit
+    def two_locks(locks_ptr, acc_ptr):
+        first = tl.program_id(0) % 2
+        while tl.atomic_cas(locks_ptr + first, 0, 1) == 1:
+            pass
+        while tl.atomic_cas(locks_ptr + 1 - first, 0, 1) == 1:
+            pass
+        tl.atomic_add(acc_ptr, 1)
+        tl.atomic_xchg(locks_ptr + 1 - first, 0)
+        tl.atomic_xchg(locks_ptr + first, 0)
+
+    flags, out = torch.zeros(64, dtype=torch.int32), torch.zeros(64, dtype=torch.int32)
+    locks, acc = torch.zeros(2, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+    guard = Guard()
+    uninstall = guard.install()
+    try:
+        guard.ranges = [(t.data_ptr(), t.data_ptr() + 4 * t.numel(), name, 4)
+                        for name, t in (("flags", flags), ("out", out), ("locks", locks), ("acc", acc))]
+        interleave.launch(chain, (64,), [flags, out], {"FLAG_FIRST": False}, np.random.default_rng(0), guard)
+        assert out.tolist() == list(range(1, 65))
+        flags.zero_()
+        out.zero_()
+        interleave.launch(chain, (64,), [flags, out], {"FLAG_FIRST": True}, np.random.default_rng(0), guard)
+        assert out.tolist() != list(range(1, 65))  # a waiter still gets turns right after the flag is set
+        two_locks[(16,)](locks, acc)  # in order, one program after another: no deadlock
+        assert acc.item() == 16
+        with pytest.raises(interleave.Deadlock, match="死锁"):
+            interleave.launch(two_locks, (16,), [locks, acc], {}, np.random.default_rng(0), guard)
     finally:
         uninstall()
 

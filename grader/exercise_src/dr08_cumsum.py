@@ -37,6 +37,9 @@ def row_cumsum_spec(x: torch.Tensor) -> torch.Tensor:
 #   `tl.cumsum(v, axis=0) + carry` 就是这一块的结果；然后 `carry += tl.sum(v, axis=0)`。
 # - 为什么不能“让第 `j` 块的 program 去读第 `j-1` 块已经写好的最后一个结果”？GPU 上两个 program 同时跑，
 #   读的时候它可能还没写。评分器让 program 交错运行，就是要抓这种只在顺序执行时才对的写法。
+#   真要让 carry 在 program 之间传递，后一块就得**等**前一块：前一块写好自己的前缀和之后用 `tl.atomic_xchg`
+#   置一个标志，后一块反复 `tl.atomic_add(flag, 0)`，读到 1 才往下走（decoupled look-back 的思路）。
+#   交错运行时，在等的 program 会一直等到被等的那个写完，这种写法能通过；一行一个 program 的循环更简单。
 # %% id=dr08-kernel role=solution
 # 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
 @triton.jit
