@@ -27,20 +27,36 @@ def guard_size(numel: int) -> int:
 
 
 def layout_strides(shape, layout: str) -> tuple[tuple[int, ...], int]:
-    """Strides of a view with this layout and the number of storage elements it spans."""
+    """Strides of a view with this layout and the number of storage elements it spans.
+
+    ``padded``: the last dimension is contiguous, and each dimension before it sits 3 elements further
+    apart than what it holds (rows of a matrix; also the matrices of a batch). ``transposed``: the last two
+    dimensions swapped (``base.transpose(-1, -2)``, ``base`` contiguous). 1-D and 0-D tensors are contiguous."""
     shape = tuple(shape)
-    if layout == "contig" or len(shape) != 2:
+    if layout == "contig" or len(shape) < 2:
         strides, acc = [], 1
         for s in reversed(shape):
             strides.append(acc)
             acc *= s
         return tuple(reversed(strides)), max(acc, 1)
-    m, n = shape
-    if layout == "padded":  # rows sit 3 elements further apart than their length
-        return (n + 3, 1), max((m - 1) * (n + 3) + n, 1)
-    if layout == "transposed":  # x = base.t() with base contiguous of shape (n, m)
-        return (1, m), max(m * n, 1)
-    raise ValueError(f"unknown layout {layout!r}")
+    if layout == "padded":
+        strides, acc = [1], shape[-1]
+        for s in reversed(shape[:-1]):
+            strides.append(acc + 3)
+            acc = (acc + 3) * s
+        strides = tuple(reversed(strides))
+    elif layout == "transposed":
+        base, acc = [], 1
+        for s in reversed(shape[:-2] + (shape[-1], shape[-2])):
+            base.append(acc)
+            acc *= s
+        base = list(reversed(base))
+        strides = tuple(base[:-2] + [base[-1], base[-2]])
+    else:
+        raise ValueError(f"unknown layout {layout!r}")
+    if any(s == 0 for s in shape):
+        return strides, 1
+    return strides, sum((n - 1) * st for n, st in zip(shape, strides)) + 1
 
 
 def guarded(shape, layout: str, dtype: str, device: str, pad_value, fill_value):

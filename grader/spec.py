@@ -44,8 +44,9 @@ class Tensor:
     """One input or output tensor.
 
     fill: a name of :data:`FILLS` or a function ``(generator, shape) -> float64 tensor`` (integer
-    inputs: return integral values). layout: ``contig``; ``padded`` (2-D, rows 3 elements further
-    apart than their length); ``transposed`` (a ``.t()`` view of a contiguous tensor).
+    inputs: return integral values). layout: ``contig``; ``padded`` (rows 3 elements further apart
+    than their length, and the matrices of a batch 3 elements further apart than theirs);
+    ``transposed`` (the last two dimensions of a contiguous tensor swapped, ``.transpose(-1, -2)``).
     dtype: ``None`` means the case's dtype.
     """
 

@@ -433,3 +433,21 @@ def test_selfcheck_finds_kernels_under_autotune_and_heuristics(monkeypatch):
     found = selfcheck._kernels({"tuned": tuned, "guessed": guessed, "loop": loop, "n": 3})
     assert sorted(found) == ["guessed", "tuned"]
     assert found["tuned"] is tuned.fn and found["guessed"] is guessed.fn
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (3, 20, 24), (2, 3, 4, 5)])
+def test_layouts_reach_every_dimension(shape):
+    """``padded`` puts gaps between rows and between the matrices of a batch, ``transposed`` swaps the last two
+    dimensions, for any rank (a 3-D "padded" input used to be silently contiguous); the span is exactly what the
+    view reaches."""
+    import torch
+
+    from grader.buffers import layout_strides
+
+    contig, _ = layout_strides(shape, "contig")
+    padded, span = layout_strides(shape, "padded")
+    assert padded[-1] == 1 and all(p > c for p, c in zip(padded[:-1], contig[:-1]))
+    assert span == sum((n - 1) * s for n, s in zip(shape, padded)) + 1
+    swapped, span_t = layout_strides(shape, "transposed")
+    assert swapped == torch.empty(*shape[:-2], shape[-1], shape[-2]).transpose(-1, -2).stride()
+    assert span_t == torch.Size(shape).numel()
