@@ -79,6 +79,9 @@ def _error_message(text: str) -> str:
     last = text.strip().splitlines()[-1] if text.strip() else text
     if "NotImplementedError" in last:
         return f"还没有实现：{last}"
+    if "active drivers" in last:
+        return (f"调用你的函数时出错：{last}（在 CPU 上评分时没有 GPU 可以计时：@triton.autotune 只能给一个 Config，"
+                "或者只在 GPU 上用多个 Config）")
     if "NameError" in last:
         return f"调用你的函数时出错：{last}（评分时只运行模板和答案单元：辅助代码要写在答案单元里）"
     return f"调用你的函数时出错：{last}"
@@ -243,9 +246,10 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestRes
                           + msg)
     stale = _data_scalar(workdir, pc, others)
     if stale:  # after the checks of this call's own outputs: a cached result is reported as such first
-        return mk("failed", f"用同一批张量换上新数据再调用一次，传给 kernel 的标量变了（{stale[:200]}）：它是包装函数在 host 上"
-                            "从输入的值算出来的。评分器重放 kernel 时只有第一次调用的值，所以凡是取决于输入数据的量"
-                            "（最大值、均值、和……）都要在 kernel 里算。整份作业的每个测试都按这一条判定。")
+        return mk("failed", f"用同一批张量换上新数据再调用一次，交给 kernel 的值变了（{stale[:240]}）：它是包装函数在 host 上"
+                            "从输入的值算出来的（或者按输入的值选了别的 kernel）。评分器重放 kernel 时只有第一次调用的值和"
+                            "第一次启动的那些 kernel，所以凡是取决于输入数据的量（最大值、均值、和……）和取决于数据的选择都要在 "
+                            "kernel 里做。整份作业的每个测试都按这一条判定。")
     return _judge_replay(ex, pc, workdir, replay_out, device, mk, where, tol)
 
 
@@ -294,6 +298,10 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
             dt = spec.dtype_in(case)
             msg = check_output(_flat(replay_out / f"{pc.id}_{tag}_{spec.name}.npy", dt, _flat_len(spec)), ref, spec, dt,
                                tol(dt), where, case.hint)
+            if msg and tag == "fresh" and rec.get("host_tables"):
+                return mk("failed", f"包装函数在 host 上往自己分配的张量里写了各不相同的值（一张表），再交给 kernel 读。"
+                                    "这一题要求 kernel 自己算出结果：评分器重放时不保留这类张量的内容（当作未初始化），"
+                                    f"kernel 读到的就不是那张表了。细节：{msg}")
             copies = _copied_inputs(workdir, pc) if msg and tag == "fresh" else []
             if copies:
                 return mk("failed", f"包装函数先把输入 {'、'.join(copies)} 拷贝成一个新张量（{copies[0]}.contiguous()、{copies[0]}.clone()、"
@@ -312,8 +320,9 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
                                     "不能依赖别的 program 已经写好或还没写某个值；两次原子操作之间也可能插进别的 program"
                                     "（读改写要用一次 tl.atomic_add 这样的原子操作完成）。要合并不同 program 的结果，用一次原子操作，"
                                     f"或者分两次 launch。细节：{msg}")
-    return mk("passed", f"{where}：正确（也在新输入上重放通过" + ("，program 交错运行也通过" if rec.get("interleaved") else "") + "）",
-              case.points)
+    tail = "，program 交错运行也通过" if rec.get("interleaved") else \
+        f"；grid 有 {rec['not_interleaved']} 个 program，太多，没有交错运行，小一些的测试交错运行过" if rec.get("not_interleaved") else ""
+    return mk("passed", f"{where}：正确（也在新输入上重放通过{tail}）", case.points)
 
 
 def _copied_inputs(workdir: Path, pc: PlannedCase) -> list[str]:
@@ -366,6 +375,9 @@ def _judge_perf(pc, workdir, replay_out, mk) -> TestResult:
     if rec["launches"] == 0:
         return mk("failed", "计时用的调用没有启动任何 Triton kernel。")
     r = _record(replay_out / f"{pc.id}.json", {}) if (replay_out / f"{pc.id}.json").exists() else {}
+    if r.get("perf_wrong"):
+        return mk("failed", f"计时用的调用（{str(pc.case.name)[:60]}）结果不对：{str(r['perf_wrong'])[:120]}。"
+                            "性能分只给在计时的形状上也算对的 kernel。")
     p = r.get("perf")
     if r.get("error") or r.get("bad_log") or not isinstance(p, dict):
         why = r.get("bad_log") or (str(r.get("error")).strip().splitlines() or ["?"])[-1]

@@ -82,7 +82,7 @@ def grade(path: Path, device: str = "cpu", cell_timeout: float = DEFAULT_CELL_TI
     seed = secrets.randbelow(2**31) if seed is None else seed
     cases = ex.cases_for(device, seed)
     run_cases = [c for c in cases if not (c.gpu_only and device != "cuda")]
-    audit = policy.audit(sub.solution_cells, rebuild.template_names(sub.exercise))
+    audit = policy.audit(sub.solution_cells, rebuild.template_names(sub.exercise), rebuild.spec_names(sub.exercise))
     notes = sub.notes + audit.notes
     iso = sandbox.choose()
     root = Path(tempfile.mkdtemp(prefix="tcourse-grade-"))
@@ -186,6 +186,8 @@ def _verdicts(ex, planned, run: execute.Execution, rp: execute.Replay, root: Pat
                                            f"{_last_line(run.worker_stderr)}"))
         elif cell["status"] == "timeout":
             tests.append(mk("timeout", "这个测试超时了：kernel 或包装函数里有死循环，或者太慢（grid 太大？）。"))
+        elif cell["status"] == "dead" and cell.get("files"):
+            tests.append(mk("crashed", f"写的文件超限，内核被终止了（{cell['error'][-120:]}）：答案单元不需要写文件。"))
         elif cell["status"] == "dead" and cell.get("memory"):
             tests.append(mk("crashed", f"内存超限，内核被终止了（{cell['error'][-120:]}）：是不是分配了过大的张量？"))
         elif cell["status"] == "dead":
@@ -225,6 +227,12 @@ def _blocked(cell: dict, mk, rerun: bool = False) -> TestResult:
     when = "在前面的测试超时或崩溃、换了新内核重跑时" if rerun else ""
     if cell["status"] == "timeout":
         return mk("timeout", f"{who} {cell['id']} {when}超时了（死循环？），测试没有运行。")
+    if cell["status"] == "dead" and cell.get("files"):
+        return mk("crashed", f"{who} {cell['id']} {when}写的文件超限，内核被终止了（{cell['error'][-120:]}），测试没有运行："
+                             "答案单元不需要写文件。")
+    if cell["status"] == "dead" and cell.get("memory"):
+        return mk("crashed", f"{who} {cell['id']} {when}内存超限，内核被终止了（{cell['error'][-120:]}），测试没有运行："
+                             "是不是分配了过大的张量？")
     if cell["status"] == "dead":
         return mk("crashed", f"{who} {cell['id']} {when}让内核崩溃了（os._exit、sys.exit 或段错误？），测试没有运行。")
     return mk("error", f"{who} {cell['id']} {when}运行出错，测试没有运行：{_last_line(cell['error'])}")

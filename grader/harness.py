@@ -81,6 +81,7 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
     before = {k: to_numpy(b).copy() for k, b in in_bufs.items()}
     rounds = ["", "2"] if case.get("repeat") else [""]
     first: list = []
+    first_snaps: dict = {}
     for tag in rounds:
         if tag:  # the same tensors, new values: a result cached by pointer or shape is now stale
             for spec in case["inputs"]:
@@ -114,9 +115,9 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
                     rec["inputs_changed"].append(k)
         if tag:
             rec["launches2"] = log.launches
-            rec["data_scalars"] = _scalars_that_changed(first, log.entries)
+            rec["data_scalars"] = _scalars_that_changed(first, log.entries, first_snaps, log.snapshots)
         else:
-            first = log.entries
+            first, first_snaps = log.entries, log.snapshots
             rec["launches"], rec["other_thread"], rec["problem"] = log.launches, log.other_thread, log.problem
             _write(wd / f"{cid}_launches.json", {"launches": log.entries, "snapshots": sorted(log.snapshots)})
             for key, raw in log.snapshots.items():
@@ -128,20 +129,49 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
     return rec
 
 
-def _scalars_that_changed(first: list, second: list) -> str | None:
-    """The first launch argument (or grid) that differs between two calls on the same shapes with new values:
-    the wrapper computed it from the input values on the host, and the replay would reuse the stale value."""
+SMALL_SCRATCH = 64  # bytes: a buffer this small that the wrapper filled holds values, not data to process
+
+
+def _plain(v):
+    """A logged argument without what may differ between two calls on the same shapes (which scratch buffer)."""
+    if isinstance(v, dict) and v.get("t") == "tensor":
+        buf = str(v.get("buf", ""))
+        return ("tensor", "scratch" if buf.startswith("scratch:") else buf, v.get("byte"), v.get("dtype"))
+    if isinstance(v, dict):
+        return tuple(sorted((k, _plain(x)) for k, x in v.items()))
+    if isinstance(v, list):
+        return tuple(_plain(x) for x in v)
+    return v
+
+
+def _shown(v) -> str:
+    if isinstance(v, dict) and v.get("t") in ("int", "float", "bool", "str"):
+        return repr(v.get("v"))
+    return str(_plain(v))[:80]
+
+
+def _scalars_that_changed(first: list, second: list, snaps1: dict | None = None, snaps2: dict | None = None) -> str | None:
+    """What changed between two calls on the same shapes with new values: the kernels launched, a launch argument
+    (a scalar, a tuple) or grid, or the contents of a small buffer the wrapper filled (a maximum passed in a
+    1-element tensor). The wrapper computed it from the input values on the host; the replay would reuse the
+    first call's."""
+    k1, k2 = [a.get("kernel") for a in first], [b.get("kernel") for b in second]
+    if k2 and k1 != k2:  # nothing launched the second time: a cached result, reported as such
+        return f"启动的 kernel：{', '.join(map(str, k1))[:120]} → {', '.join(map(str, k2))[:120]}"
     for i, (a, b) in enumerate(zip(first, second)):
-        if a.get("kernel") != b.get("kernel"):
-            return None
         if a.get("grid") != b.get("grid"):
             return f"第 {i + 1} 次 launch（{a.get('kernel')}）的 grid：{a.get('grid')} → {b.get('grid')}"
         pairs = list(enumerate(zip(a.get("args", []), b.get("args", [])), 1)) + \
             [(k, (v, b.get("kwargs", {}).get(k))) for k, v in a.get("kwargs", {}).items()]
         for where, (x, y) in pairs:
-            if isinstance(x, dict) and x.get("t") in ("int", "float", "bool") and x != y:
+            if _plain(x) != _plain(y):
                 what = f"第 {where} 个参数" if isinstance(where, int) else f"参数 {where}"
-                return f"第 {i + 1} 次 launch（{a.get('kernel')}）的{what}：{x.get('v')!r} → {(y or {}).get('v')!r}"
+                return f"第 {i + 1} 次 launch（{a.get('kernel')}）的{what}：{_shown(x)} → {_shown(y)}"
+    for key, raw in (snaps1 or {}).items():
+        other = (snaps2 or {}).get(key)
+        if key.startswith("scratch:") and raw.size <= SMALL_SCRATCH and other is not None and \
+                (other.size != raw.size or (other != raw).any()):
+            return f"包装函数分配的小张量 {key.replace(':', '')}（{raw.size} 字节）在第一次 launch 时的内容"
     return None
 
 

@@ -13,7 +13,10 @@ access (it still gets turns: right after a flag is set, the waiter may run befor
 store). When every started program spins and programs are left to start, the one a GPU would dispatch
 first (the lowest linear id, x fastest) starts, since on a GPU a grid of these sizes is resident all at
 once and the program waited for runs. When every program has started and all of them spin without
-anything changing, no program can move: :class:`Deadlock`.
+anything changing, no program can move: :class:`Deadlock`. In a launch that takes a lock, the addresses
+that several programs touch (one of them writing) are known from the in-order run; a program that reads
+one of them waits until another program touches it too (:meth:`Interleaving.shared_access`), which
+breaks a read-modify-write the lock does not cover, and leaves one it covers right.
 
 The launch mirrors ``GridExecutor.__call__`` of Triton's interpreter (3.6 to 3.9), with the loop
 over the grid replaced.
@@ -28,6 +31,7 @@ SWITCH = 0.5
 SPIN = 32            # repeated accesses in a row: the program is waiting for another one
 DEADLOCK = 4096      # hand-overs with every program spinning and none left to start
 SMALL = 16           # accesses of at most this many elements can be spin reads
+MAX_PROGRAMS = 8192  # larger launches run in order only (a thread per program would not fit the case's time)
 
 
 class _Stop(BaseException):
@@ -52,6 +56,8 @@ class Interleaving:
         self.spins: dict = {}       # program -> repeated accesses in a row
         self.recent: dict = {}      # program -> the small accesses it made since it last got anywhere
         self.stuck = 0              # hand-overs in a row with every program spinning, none left to start
+        self.urged = False          # hand over at the next access
+        self.parked: dict = {}      # program -> shared addresses it read, waiting for another program to touch them
 
     def run(self, programs: list, body) -> None:
         """Run ``body(program)`` for every program; re-raises the first program's error."""
@@ -73,16 +79,35 @@ class Interleaving:
         if self.error is not None:
             raise self.error
 
+    def shared_access(self, addrs: set, read: bool) -> None:
+        """The running program touched addresses another program of the launch also touches, one of them writing
+        (known from the in-order run of a launch that takes a lock). Programs parked on any of them may go on;
+        after a read, the reader parks until another program touches them too (or nothing else can run), so a
+        read-modify-write left outside the lock is overtaken between its read and its write."""
+        me = self.turn
+        for p, held in list(self.parked.items()):
+            if p != me and held & addrs:
+                del self.parked[p]
+        if read:
+            self.parked[me] = addrs
+            self.urged = True
+
+    def _blocked(self, p) -> bool:
+        return p in self.parked or self.spins.get(p, 0) >= SPIN
+
     def point(self) -> None:
         """Called by the running program before each memory access."""
-        if self.spins.get(self.turn, 0) < SPIN and self.rng.random() >= SWITCH:
+        urged, self.urged = self.urged, False
+        if not urged and self.spins.get(self.turn, 0) < SPIN and self.rng.random() >= SWITCH:
             return
         with self.cv:
             me = self.turn
-            if self.live and all(self.spins.get(p, 0) >= SPIN for p in self.live):
+            if self.live and all(self._blocked(p) for p in self.live):
                 if self.pending:
                     self.stuck = 0
                     self._start(min(self.pending, key=lambda p: p[::-1]))
+                elif self.parked:
+                    self.parked.clear()
                 else:
                     self.stuck += 1
                     if self.stuck >= DEADLOCK:
@@ -126,7 +151,8 @@ class Interleaving:
         self.threads.append(t)
 
     def _pass_turn(self) -> None:
-        self.turn = self.live[int(self.rng.integers(len(self.live)))] if self.live else None
+        free = [p for p in self.live if p not in self.parked] or self.live
+        self.turn = free[int(self.rng.integers(len(free)))] if free else None
         self.cv.notify_all()
 
     def _program(self, program) -> None:
@@ -147,6 +173,7 @@ class Interleaving:
         finally:
             with self.cv:
                 self.live.remove(program)
+                self.parked.pop(program, None)
                 if self.error is not None:
                     self.pending = []
                 self.turn = None

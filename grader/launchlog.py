@@ -48,7 +48,7 @@ class Log:
         raw = storage_tensor.detach().reshape(-1).view(torch.uint8)
         used = sum(s.size for s in self.snapshots.values())
         if used + raw.numel() > MAX_SNAPSHOT_BYTES:
-            self.problem = f"scratch buffers of more than {MAX_SNAPSHOT_BYTES >> 20} MiB"
+            self.problem = f"包装函数分配给 kernel 的张量一共超过 {MAX_SNAPSHOT_BYTES >> 20} MiB"
             return
         self.snapshots[key] = _clone(raw).cpu().numpy()
 
@@ -103,7 +103,7 @@ class Log:
         self.launches += 1
         self.other_thread += threading.get_ident() != self.caller
         if len(self.entries) >= MAX_LAUNCHES:
-            self.problem = f"more than {MAX_LAUNCHES} launches in one call"
+            self.problem = f"一次调用启动了 {MAX_LAUNCHES} 次以上的 kernel"
             return
         if callable(grid):
             meta = dict(zip(getattr(fn, "arg_names", []), args))

@@ -89,6 +89,6 @@ def write_replay(ex: Exercise, planned: list[PlannedCase], replaydir: Path, devi
         for t in pc.case.inputs:
             _save(replaydir / f"{pc.id}_{t.name}.npy", pc.fresh[t.name], t.dtype_in(pc.case))
         entries.append({**_entry(ex, pc), "order_seed": seed * 7919 + i, "order_check": pc.case.order_check,
-                        "perf_ref": ex.perf_ref})
+                        "perf_ref": ex.perf_ref, "host_scratch": ex.host_scratch})
     (replaydir / "plan.json").write_text(json.dumps({"exercise": ex.id, "device": device, "cases": entries}),
                                          encoding="utf-8")

@@ -11,8 +11,12 @@ everything else is refused, with the line and what to write instead:
   ``triton.language``, ``math``, ``dataclasses``, ``typing``; ``%time``/``%timeit`` lines (their
   statement is kept);
 - ``@triton.jit`` bodies: Triton only (``tl.*``, ``math.*``, other kernels, constexpr globals and
-  ``range``/``min``/``max``/``len``/``print``); the replay then compiles each kernel for sm_90
-  before it runs, which rejects whatever Python the interpreter alone would have run.
+  ``range``/``min``/``max``/``len``/``print``); parameter annotations are names (``tl.constexpr``); the
+  replay then compiles each kernel for sm_90 before it runs, which rejects whatever Python the
+  interpreter alone would have run;
+- everywhere: a path under ``tl`` may not pass through a module other than Triton's language modules
+  (``tl.core.builtins`` is refused), and a module is only ever the root of an attribute path (``T = torch``
+  would carry the checks away with it).
 
 The verdict never depends on this check alone: results come from the grader's own replay of the
 recorded launches on inputs the submission never saw (:mod:`grader.replay`). The check exists so that a
@@ -44,7 +48,7 @@ MODULE_PATHS = {
               "__version__"},
     "triton": {"jit", "cdiv", "next_power_of_2", "autotune", "Config", "heuristics", "set_allocator", "__version__",
                "tools.tensor_descriptor.TensorDescriptor", "language.*"},
-    "tl": {"*"}, "math": {"*"}, "dataclasses": {"dataclass", "field"},
+    "tl": {"*"}, "math": {"*"}, "dataclasses": {"dataclass", "field"},  # tl: see _tl_path_ok
     "typing": {"Any", "Optional", "Union", "List", "Tuple", "Dict", "Sequence", "Callable", "Iterable", "Literal",
                "NamedTuple"},  # annotations only: typing.get_type_hints would run strings as code
     "rt": {"device", "gpu", "pick", "interpret"},
@@ -65,7 +69,7 @@ INSTEAD = {
     "globals": "直接用变量名", "vars": "直接用变量名", "locals": "直接用变量名", "numpy": "在 kernel 里用 tl.* 计算",
 }
 _BUILTIN_NAMES = set(dir(builtins))
-MAGIC = re.compile(r"^(\s*)%(time|timeit)\s+(.*)$")
+MAGIC = re.compile(r"^(\s*)%(time|timeit)\s+(?:-[nrp]\s*\d+\s+|-[qoct]\s+)*(.*)$")  # %timeit's options dropped
 
 
 @dataclass
@@ -102,10 +106,38 @@ def _dotted(node: ast.AST) -> list[str] | None:
     return None
 
 
+# Modules a path under ``tl`` may pass through: triton.language reaches others (its ``core``, ``semantic``,
+# ``knobs``, and from there ``builtins`` or ``os``), which are not Triton a kernel needs.
+TL_MODULES = {"triton.language", "triton.language.math", "triton.language.extra", "triton.language.extra.libdevice",
+              "triton.language.extra.cuda", "triton.language.extra.cuda.libdevice"}
+
+
+def _tl_path_ok(rest: list[str]) -> bool:
+    """``tl.rest...`` resolved on the real ``triton.language`` (attribute lookups on modules and classes run no
+    learner code): refused where it passes through a module outside :data:`TL_MODULES`. A name that does not
+    exist is left to fail when the code runs."""
+    import types
+
+    import triton.language as obj
+
+    for p in rest:
+        try:
+            obj = getattr(obj, p)
+        except AttributeError:
+            return True
+        if isinstance(obj, types.ModuleType) and obj.__name__ not in TL_MODULES:
+            return False
+    return True
+
+
 def _path_ok(module: str, rest: list[str]) -> bool:
     """Is ``module.rest...`` (or a prefix of an allowed path) in :data:`MODULE_PATHS`?"""
     if any(p.startswith("_") and p != "__version__" for p in rest):
         return False
+    if module == "tl":
+        return _tl_path_ok(rest)
+    if module == "triton" and rest[:1] == ["language"]:
+        return _tl_path_ok(rest[1:])
     allowed = MODULE_PATHS.get(module, set())
     if "*" in allowed or not rest:
         return True
@@ -172,6 +204,17 @@ class _Checker:
                 self.kernel(node)
         for node in self._walk_host(tree):
             self.host_node(node)
+        self.modules_as_values(tree)
+
+    def modules_as_values(self, tree: ast.Module) -> None:
+        """A module (``torch``, ``tl``...) may only be the root of an attribute path: bound to another name,
+        passed, returned or stored, it would carry the attribute checks' allow-list away with it."""
+        roots = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+        names = set(self.modules) | TEMPLATE_NAMES
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and n.id in names and id(n) not in roots:
+                self.bad(n, f"不允许把模块 {n.id} 当作一个值（赋给变量、传给函数、放进容器）",
+                         f"直接写 {n.id}.xxx，例如 torch.empty、tl.load")
 
     def _walk_host(self, tree):
         """Every node outside @triton.jit bodies."""
@@ -255,6 +298,12 @@ class _Checker:
     def kernel(self, fn: ast.FunctionDef) -> None:
         local = _bound_names(fn) | {fn.name}
         allowed = local | self.known | KERNEL_BUILTINS | {"tl", "triton", "math"}
+        args = fn.args
+        for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+            if a is not None and a.annotation is not None:
+                self.annotation(fn, a.annotation)
+        if fn.returns is not None:
+            self.annotation(fn, fn.returns)
         body = [n for part in (*fn.body, *fn.args.defaults, *fn.args.kw_defaults) if part is not None
                 for n in ast.walk(part)]
         for node in body:
@@ -273,11 +322,50 @@ class _Checker:
                 else:
                     self.attribute(node, host=False)
 
+    def annotation(self, fn: ast.FunctionDef, node: ast.AST) -> None:
+        if not _annotation_ok(node):
+            self.bad(node, f"kernel {fn.name} 的参数注解不允许是表达式，只能是 tl.constexpr 这样的名字", "例如 BLOCK: tl.constexpr")
+            return
+        for n in ast.walk(node):
+            if isinstance(n, ast.Attribute):
+                self.attribute(n, host=False)
 
-def audit(cells: dict[str, str], template_names: set[str] = frozenset()) -> Audit:
+
+def _annotation_ok(node: ast.AST) -> bool:
+    """A kernel parameter's annotation is a dotted name (``tl.constexpr``, ``tl.tensor``, ``int``) or a string:
+    Python evaluates it when the ``def`` runs, in the learner's process and in the replay."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return True
+    path = _dotted(node)
+    return path is not None and not any(p.startswith("_") for p in path)
+
+
+def _is_main_guard(node: ast.AST) -> bool:
+    t = getattr(node, "test", None)
+    return isinstance(node, ast.If) and isinstance(t, ast.Compare) and _dotted(t.left) == ["__name__"]
+
+
+def _spec_calls(cid: str, tree: ast.AST, specs: set[str]) -> list[str]:
+    """Uses of the exercise's spec functions outside ``if __name__ == "__main__":`` (where a learner checks an
+    answer against the spec): the answer would be the reference itself."""
+    found, stack = [], [tree]
+    while stack:
+        n = stack.pop()
+        if _is_main_guard(n):
+            stack.extend(n.orelse)
+            continue
+        if isinstance(n, ast.Name) and n.id in specs:
+            found.append(f"答案单元 {cid} 第 {n.lineno} 行：不允许使用规格函数 {n.id}（它就是评分用的参考答案）；"
+                         f"自己写出计算，{n.id} 只能在 if __name__ == \"__main__\": 里用来对照")
+        stack.extend(ast.iter_child_nodes(n))
+    return found
+
+
+def audit(cells: dict[str, str], template_names: set[str] = frozenset(), specs: set[str] = frozenset()) -> Audit:
     """Check every answer cell (cell id -> source); ``sources`` holds the code as it will run.
 
-    ``template_names``: names the exercise's own setup and given cells define (the spec, ``rt``...)."""
+    ``template_names``: names the exercise's own setup and given cells define (the spec, ``rt``...);
+    ``specs``: the spec functions among them, which answers may not call."""
     out = Audit()
     trees = {}
     for cid, src in cells.items():
@@ -304,5 +392,5 @@ def audit(cells: dict[str, str], template_names: set[str] = frozenset()) -> Audi
     for cid, tree in trees.items():
         ck = _Checker(cid, (known | set(template_names)) - set(modules), own, modules)
         ck.host(tree)
-        out.refused += ck.found
+        out.refused += ck.found + _spec_calls(cid, tree, set(specs))
     return out

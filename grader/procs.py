@@ -14,6 +14,9 @@ def kill_all(procs: list[psutil.Process]) -> None:
     psutil.wait_procs(procs, timeout=5)
 
 
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable, possibly in RAM: a throwaway user's files there count
+
+
 def kill_descendants(root: psutil.Process, rounds: int = 5) -> None:
     """Kill everything below ``root``, again while new descendants appear (forks racing the kill)."""
     for _ in range(rounds):

@@ -101,6 +101,15 @@ def template_names(exercise_id: str) -> set[str]:
     return names
 
 
+def spec_names(exercise_id: str) -> set[str]:
+    """The functions the exercise's spec cells (``given`` cells whose id ends in ``-spec``) define."""
+    import ast
+
+    return {n.name for c in source.parse(source.SRC_DIR / f"{exercise_id}.py")
+            if c.kind == "code" and c.role == "given" and c.id.endswith("-spec")
+            for n in ast.walk(ast.parse(source.render(c.text, False))) if isinstance(n, ast.FunctionDef)}
+
+
 def graded_notebook(sub: Submission, answers: dict[str, str], case_ids: list[str]) -> nbformat.NotebookNode:
     """Template cells, the learner's answers (as the policy let them run), one harness cell per case."""
     template = source.notebook(sub.exercise, solution=False)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import math
 import os
 import sys
 import traceback
@@ -69,6 +70,9 @@ class Guard:
         self.stores: list = []
         self.locking = False    # the launch used atomic_cas or atomic_xchg (a lock, a flag)
         self.interleaving: interleave.Interleaving | None = None
+        self.shared: dict = {}  # launch number -> (sorted addresses that several programs touch, one writing)
+        self.launch_no = 0
+        self.hot = None         # the current interleaved launch's shared addresses
         self._dims = (1, 1, 1)
 
     def install(self):
@@ -95,14 +99,28 @@ class Guard:
         def masked_load(ptrs, mask, *args, **kw):
             step()
             self.note(ptrs, mask, self.loads, b, "读取")
-            return seen("load", ptrs, load(ptrs, mask, *args, **kw))
+            result = seen("load", ptrs, load(ptrs, mask, *args, **kw))
+            shared(ptrs, mask, True)
+            return result
 
         def masked_store(ptrs, value, mask, *args, **kw):
             step()
             self.note(ptrs, mask, self.stores, b, "写入")
             result = store(ptrs, value, mask, *args, **kw)
             seen("store", ptrs, None)
+            shared(ptrs, mask, False)
             return result
+
+        def shared(ptrs, mask, read):  # an address another program also touches, in a launch with a lock
+            hot = self.hot
+            if hot is None or not hot.size or self.interleaving is None:
+                return
+            a = self.np.asarray(ptrs.data).astype(self.np.int64).ravel()
+            if mask is not None:
+                a = a[self.np.asarray(mask.data).astype(bool).ravel()]
+            a = a[hot[self.np.clip(self.np.searchsorted(hot, a), 0, hot.size - 1)] == a]
+            if a.size:
+                self.interleaving.shared_access(set(a.tolist()), read)
 
         def atomic_rmw(op, ptr, val, mask, *args, **kw):
             step()
@@ -151,7 +169,10 @@ class Guard:
         np = self.np
         loads, stores, self.loads, self.stores = self.loads, self.stores, [], []
         locking, self.locking = self.locking, False
-        if not stores or locking:  # accesses guarded by a lock are judged by the interleaved run alone
+        self.launch_no += 1
+        if stores and locking:  # guarded by a lock (or not): judged by the interleaved run, steered to these addresses
+            self.shared[self.launch_no] = self._shared(loads, stores)
+        if not stores or locking:
             return None
         s_addr = np.concatenate([a for a, _ in stores])
         s_prog = np.concatenate([np.full(a.size, p, dtype=np.int64) for a, p in stores])
@@ -172,6 +193,17 @@ class Guard:
             return (f"program {int(l_prog[i])} 读取了 program {int(pairs[1][at[i]])} 在同一次 launch 里写的元素"
                     f"（{self.label(int(l_addr[i]))}）")
         return None
+
+    def _shared(self, loads: list, stores: list):
+        """Addresses written by one program and read or written by another (sorted, int64)."""
+        np = self.np
+        acc = [(a.astype(np.int64), np.full(a.size, p, dtype=np.int64)) for a, p in (*stores, *loads)]
+        addr = np.concatenate([a for a, _ in acc])
+        prog = np.concatenate([p for _, p in acc])
+        pairs = np.unique(np.stack([addr, prog]), axis=1)
+        a, n = np.unique(pairs[0], return_counts=True)
+        written = np.unique(np.concatenate([x.astype(np.int64) for x, _ in stores]))
+        return np.intersect1d(a[n > 1], written)
 
     def label(self, addr: int) -> str:
         for lo, hi, name, item in self.ranges:
@@ -275,8 +307,8 @@ class Replayer:
                 raise BadLog("a tensor descriptor argument is malformed")
             return TensorDescriptor(base, *dims)
         if t == "unsupported":
-            raise BadLog(f"a launch argument of type {str(v.get('type'))[:40]} cannot be replayed: pass tensors, "
-                         "ints, floats, bools or constexprs")
+            raise BadLog(f"kernel 的一个参数是 {str(v.get('type'))[:40]} 类型，评分器无法重放：参数只能是张量、int、float、"
+                         "bool、None、元组或 constexpr")
         raise BadLog(f"unknown argument kind {str(t)[:20]!r}")
 
     def read_log(self, cid: str) -> list[dict]:
@@ -284,21 +316,27 @@ class Replayer:
         _check_keys(log, ("launches", "snapshots"), "launch log")
         launches = log.get("launches")
         if not isinstance(launches, list) or len(launches) > 64:
-            raise BadLog("launch log: 'launches' must be a list of at most 64 launches")
+            raise BadLog("一次调用最多启动 64 次 kernel")
         for e in launches:
             _check_keys(e, ("kernel", "grid", "args", "kwargs"), "launch")
             if not isinstance(e.get("kernel"), str) or e["kernel"] not in self.kernels:
-                raise BadLog(f"launch of {str(e.get('kernel'))[:40]!r}, which is not a @triton.jit kernel of your answer cells")
+                raise BadLog(f"启动了 kernel {str(e.get('kernel'))[:40]!r}，可答案单元的最外层没有这个 @triton.jit 函数："
+                             "kernel 要定义在答案单元的最外层（不要放在 if、函数或类里面，也不要用别处定义的 kernel）")
             g = e.get("grid")
-            if not (isinstance(g, list) and 1 <= len(g) <= 3 and all(isinstance(x, int) and 0 <= x <= MAX_PROGRAMS for x in g)):
+            if not (isinstance(g, list) and 1 <= len(g) <= 3 and all(isinstance(x, int) and 0 <= x for x in g)):
                 raise BadLog("launch with a malformed grid")
+            if math.prod(g) > MAX_PROGRAMS:
+                raise BadLog(f"grid {g} 有 {math.prod(g)} 个 program，超过评分器重放的上限 {MAX_PROGRAMS}：用更大的块")
             if not isinstance(e.get("args"), list) or not isinstance(e.get("kwargs"), dict) or \
                     len(e["args"]) + len(e["kwargs"]) > MAX_ARGS:
                 raise BadLog("launch with malformed arguments")
         return launches
 
-    def snapshots(self, cid: str, launches: list[dict], bufs: dict) -> None:
-        """Scratch buffers as they were at their first launch; output buffers likewise."""
+    def snapshots(self, cid: str, launches: list[dict], bufs: dict, host_scratch: bool = True) -> list[str]:
+        """Scratch buffers as they were at their first launch; output buffers likewise. Without
+        ``host_scratch`` (an exercise whose kernel must compute everything itself), a scratch buffer that held
+        different values at its first launch (a table the wrapper filled) starts from random bytes instead;
+        returns those buffers' keys."""
         torch = self.torch
         seen: dict[str, int] = {}
 
@@ -316,8 +354,9 @@ class Replayer:
                     walk(x)
 
         walk(launches)
+        refilled: list[str] = []
         if sum(seen.values()) > SNAP_CAP:
-            raise BadLog("scratch buffers too large to replay")
+            raise BadLog("包装函数分配给 kernel 的张量太大，评分器无法重放")
         for key in list(seen) + [k for k in bufs if k.startswith("out:")]:
             path = self.root / "work" / f"{cid}_snap_{key.replace(':', '_')}.npy"
             if key.startswith("out:"):
@@ -327,11 +366,15 @@ class Replayer:
             else:
                 want = seen[key]
             raw = self.safeio.load_npy(path, SNAP_CAP + 4096, dtype="uint8", shape=(want,))
+            if not host_scratch and key.startswith("scratch:") and raw.size and (raw != raw[0]).any():
+                raw = self.np.random.default_rng().integers(0, 256, raw.size, dtype=self.np.uint8)
+                refilled.append(key)
             t = torch.from_numpy(raw.copy()).to(self.device)
             if key.startswith("out:"):
                 torch.empty(0, dtype=torch.uint8, device=bufs[key].device).set_(bufs[key].untyped_storage()).copy_(t)
             else:
                 bufs[key] = t
+        return refilled
 
     # ----- compile check -----
     def compile_check(self, name: str, args: list, kwargs: dict) -> str | None:
@@ -395,13 +438,20 @@ class Replayer:
                 (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes(), k.replace("scratch:", "scratch"), 1)
                 for k, t in bufs.items() if k.startswith("scratch:")]
             self.guard.first, self.guard.loads, self.guard.stores, self.guard.locking = None, [], [], False
+            self.guard.launch_no = 0
+            if interleave_seed is None:
+                self.guard.shared = {}
             rng = self.np.random.default_rng(interleave_seed) if interleave_seed is not None else None
         try:
             for kernel, grid, args, kwargs in self.decoded(launches, bufs):
                 if rng is None:
                     kernel[grid](*args, **kwargs)
                 else:
-                    interleave.launch(kernel, grid, args, kwargs, rng, self.guard)
+                    self.guard.hot = self.guard.shared.get(self.guard.launch_no + 1)
+                    try:
+                        interleave.launch(kernel, grid, args, kwargs, rng, self.guard)
+                    finally:
+                        self.guard.hot = None
                 race = self.guard.race() if self.guard is not None else None
                 if race:
                     raise DataRace(race)
@@ -418,7 +468,9 @@ class Replayer:
         bufs, views, spans = self.fresh_buffers(case)
         before = {k: self.buffers.to_numpy(b).copy() for k, b in bufs.items() if k.startswith("in:")}
         untouched = {k: _bits(v).clone() for k, v in views.items() if k.startswith("out:")}
-        self.snapshots(cid, launches, bufs)
+        refilled = self.snapshots(cid, launches, bufs, case.get("host_scratch", True))
+        if refilled:
+            rec["host_tables"] = [k.replace("scratch:", "scratch") for k in refilled]
         host_fill = {}  # outputs the wrapper filled with one value before the first launch (out.zero_())
         for k, bits in untouched.items():
             now = _bits(views[k])
@@ -437,8 +489,10 @@ class Replayer:
         initial = {k: b.clone() for k, b in bufs.items()}
         rounds = [("fresh", None)]
         programs = max((int(self.np.prod(e["grid"])) for e in launches), default=0)
-        if self.guard is not None and case.get("order_check", True) and programs > 1:
+        if self.guard is not None and case.get("order_check", True) and 1 < programs <= interleave.MAX_PROGRAMS:
             rounds.append(("interleaved", case["order_seed"]))
+        elif self.guard is not None and programs > interleave.MAX_PROGRAMS:
+            rec["not_interleaved"] = programs  # a thread per program: the smaller cases are interleaved
         for tag, seed in rounds:
             for k, b in bufs.items():
                 b.copy_(initial[k])
@@ -484,7 +538,8 @@ class Replayer:
         dt = getattr(torch, perf["dtype"])
         g = torch.Generator(device="cuda").manual_seed(12345)
         ins = {k: torch.randn(*s, generator=g, device="cuda").to(dt) for k, s in perf["shapes"].items()}
-        outs = {k: torch.empty(shape, device="cuda", dtype=dt) for k, shape in perf["outputs"].items()}
+        outs = {k: torch.full(shape, float("nan") if dt.is_floating_point else -1, device="cuda", dtype=dt)
+                for k, shape in perf["outputs"].items()}
         bufs = {f"in:{k}": v for k, v in ins.items()} | {f"out:{k}": v for k, v in outs.items()}
         self.snapshots(case["id"], launches, bufs)
         values = {**ins, **perf.get("scalars", {})}
@@ -505,6 +560,11 @@ class Replayer:
             ns[case["func"]](*args, **kwargs, **perf.get("tuning", {}), **sol_outs)
 
         student()
+        solution()
+        wrong = _perf_mismatch(outs, sol_outs)
+        if wrong:  # the timed launches must compute the answer on the timing shape too
+            rec["perf_wrong"] = wrong
+            return rec
         c = bench.compare(student, solution, nbytes=perf.get("nbytes"), flops=perf.get("flops"))
         rec["perf"] = {"ours_ms": c.ours.median_ms, "target_ms": c.torch.median_ms, "unit": c.unit,
                        "ours_rate": c.rate(c.ours), "target_rate": c.rate(c.torch)}
@@ -517,6 +577,23 @@ class Replayer:
         except Exception as e:  # information only
             rec["perf"]["tuned_note"] = f"{type(e).__name__}: {e}"[:200]
         return rec
+
+
+PERF_TOL = {"float32": (1e-3, 1e-3), "float16": (5e-2, 5e-2), "bfloat16": (5e-2, 5e-2)}  # loose: catches work not done
+
+
+def _perf_mismatch(outs: dict, expected: dict) -> str | None:
+    """The first output of the timed launches that differs from the exercise's solution on the timing shape."""
+    import torch
+
+    for k, got in outs.items():
+        want = expected[k]
+        atol, rtol = PERF_TOL.get(str(got.dtype).removeprefix("torch."), (0.0, 0.0))
+        ok = torch.isclose(got.double(), want.double(), atol=atol, rtol=rtol, equal_nan=False)
+        if not bool(ok.all()):
+            bad = int((~ok).sum())
+            return f"{k} 有 {bad}/{ok.numel()} 个元素和参考解不同"
+    return None
 
 
 def _bits(t):

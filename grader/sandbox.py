@@ -166,9 +166,15 @@ def make_lib(root: Path) -> Path:
     return lib
 
 
+SCRATCH_MOUNTS = ("/tmp", "/run", "/var")
+
+
 def _bwrap_argv(root: Path, device: str, binds: list[tuple[str, Path]], chdir: Path) -> list[str]:
-    argv = [bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--tmpfs", "/run", "--tmpfs", "/var"]
+    # /tmp, /run and /var empty and read-only: a tmpfs there would hold whatever the kernel wrote in RAM, out of
+    # the watchdog's sight (TMPDIR, HOME and the caches are in root/rt, whose files it counts)
+    argv = [bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--proc", "/proc"]
+    for d in SCRATCH_MOUNTS:
+        argv += ["--tmpfs", d]
     if device == "cuda":
         argv += ["--dev", "/dev"]
         for dev in sorted(Path("/dev").glob("nvidia*")):
@@ -184,6 +190,8 @@ def _bwrap_argv(root: Path, device: str, binds: list[tuple[str, Path]], chdir: P
         argv += ["--ro-bind", d, d]
     for how, path in binds:
         argv += [how, str(path), str(path)]
+    for d in SCRATCH_MOUNTS:  # after the binds, whose mount points may sit below them
+        argv += ["--remount-ro", d]
     return argv + ["--chdir", str(chdir)]
 
 
@@ -262,5 +270,24 @@ def prepare_replay(root: Path, device: str, iso: Isolation) -> dict[str, str]:
 
 
 def kill_leftovers(iso: Isolation) -> int:
-    """Every process of the run's throwaway user (uid mode); how many there were."""
-    return procs.kill_uid(iso.uid) if iso.mode == "uid" else 0
+    """Every process of the run's throwaway user (uid mode), then its files in the shared temporary folders
+    (which may live in RAM); how many processes there were."""
+    if iso.mode != "uid":
+        return 0
+    killed = procs.kill_uid(iso.uid)
+    for d in procs.SHARED_TMP:
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.stat(follow_symlinks=False).st_uid != iso.uid:
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(e.path, ignore_errors=True)
+                else:
+                    os.unlink(e.path)
+            except OSError:
+                pass
+    return killed

@@ -119,6 +119,7 @@ class Exercise:
     needs: str = ""
     perf_ref: str = ""
     reference_on_device: bool = False  # the reference calls a Triton kernel: on a GPU run, give it GPU tensors
+    host_scratch: bool = True  # False: a buffer the wrapper filled with different values (a table) is not kept in the replay
     id: str = ""  # set by the registry from the file name
 
     def tolerance(self, dtype: str, device: str) -> tuple[float, float]:

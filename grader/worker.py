@@ -98,16 +98,51 @@ def kill_descendants() -> None:
     procs.kill_descendants(psutil.Process())
 
 
-class Watchdog(threading.Thread):
-    """Kills the process tree below this worker when its resident memory passes ``limit_mb``."""
+FILES_LIMIT_MB = 2048  # what the kernel's processes may write (outputs, caches): disk, or RAM on a tmpfs
 
-    def __init__(self, limit_mb: float):
+
+def written_bytes(dirs: list[Path], uid: int | None, cap: int = 100_000) -> int:
+    """Bytes of the files under ``dirs`` (only those owned by ``uid`` when given); past ``cap`` entries the
+    count is reported as unlimited (a flood of empty files is an attack as well)."""
+    total, seen, stack = 0, 0, [str(d) for d in dirs]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for e in entries:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if uid is not None and st.st_uid != uid:
+                    continue
+                seen += 1
+                if seen > cap:
+                    return 1 << 62
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                else:
+                    total += st.st_blocks * 512
+    return total
+
+
+class Watchdog(threading.Thread):
+    """Kills the process tree below this worker when its resident memory passes ``limit_mb``, or when the files
+    it wrote (in the run's folders; with a throwaway user, also that user's files in the shared temporary
+    folders, which may live in RAM) pass :data:`FILES_LIMIT_MB`."""
+
+    def __init__(self, limit_mb: float, dirs: list[Path] = (), uid: int | None = None):
         super().__init__(daemon=True)
         self.limit, self.tripped, self.peak_mb = limit_mb * 2**20, False, 0.0
+        self.dirs = list(dirs) + ([Path(d) for d in procs.SHARED_TMP] if uid is not None else [])
+        self.uid, self.files_tripped = uid, False
         self._stop = threading.Event()
 
     def run(self):
         me = psutil.Process()
+        tick = 0
         while not self._stop.wait(0.2):
             total = 0
             for p in me.children(recursive=True):
@@ -118,6 +153,10 @@ class Watchdog(threading.Thread):
             self.peak_mb = max(self.peak_mb, total / 2**20)
             if total > self.limit:
                 self.tripped = True
+                kill_descendants()
+            tick += 1
+            if self.dirs and tick % 5 == 0 and written_bytes(self.dirs, self.uid) > FILES_LIMIT_MB * 2**20:
+                self.tripped = self.files_tripped = True
                 kill_descendants()
 
     def stop(self):
@@ -151,7 +190,10 @@ def _session(nb, cells, root: Path, cell_timeout: float, log, record_prelude: bo
                                 error=clip(f"{e.ename}: {e.evalue}", 1500))
                     if e.ename == "CudaContextLost":
                         line["cuda_lost"] = True
-                if line["status"] == "dead" and dog.tripped:
+                if line["status"] == "dead" and dog.files_tripped:
+                    line["error"] = f"file limit: the kernel's processes wrote more than {FILES_LIMIT_MB} MiB of files"
+                    line["files"] = True
+                elif line["status"] == "dead" and dog.tripped:
                     line["error"] = f"memory limit: the kernel's resident memory passed {dog.limit / 2**20:.0f} MiB"
                     line["memory"] = True
                 cell.outputs = []
@@ -166,7 +208,7 @@ def _session(nb, cells, root: Path, cell_timeout: float, log, record_prelude: bo
                     return None
     finally:
         kill_descendants()
-        dog.tripped = False
+        dog.tripped = dog.files_tripped = False
     return None
 
 
@@ -176,7 +218,8 @@ def main(root: str, cell_timeout: float, device: str, mem_limit_mb: float) -> in
     nb = nbformat.read(rootp / "work" / "notebook.ipynb", as_version=4)
     prelude = [i for i, c in enumerate(nb.cells) if c.metadata.get("tcourse", {}).get("role") != "harness"]
     todo = [i for i in range(len(nb.cells)) if i not in prelude]
-    dog = Watchdog(mem_limit_mb)
+    uid = json.loads((rootp / "ctl" / "isolation.json").read_text(encoding="utf-8")).get("uid")
+    dog = Watchdog(mem_limit_mb, [rootp / "work", rootp / "rt"], uid)
     dog.start()
     with open(rootp / "ctl" / "status.jsonl", "a", encoding="utf-8") as log:
         n = 0

@@ -171,6 +171,10 @@ def _arg_type(value) -> str:
         return "fp32"
     if isinstance(value, str):  # already a Triton type string such as "*fp16"
         return value
+    if isinstance(value, tuple):  # a tuple argument: typed as the launcher types it
+        from triton.runtime.jit import mangle_type
+
+        return mangle_type(value)
     raise TypeError(f"cannot infer a Triton type for {type(value).__name__}")
 
 
@@ -207,6 +211,7 @@ def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, cap
     constants = dict(constexprs)
     constants.update({n: 1 for n, v in values.items() if type(v) is int and v == 1
                       and n not in (getattr(kernel, "do_not_specialize", None) or ())})
+    constants.update({n: None for n, v in values.items() if v is None})  # an optional pointer left out
     signature = {n: "constexpr" if n in constants else _arg_type(values[n]) for n in fn.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
              if n in values and n not in constants and _divisible_by_16(values[n])}

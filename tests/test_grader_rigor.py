@@ -82,11 +82,17 @@ CASES = {
                                       "CACHE = {}\n\n\ndef axpy(a, x, y, out=None, BLOCK_SIZE=1024):"),
         (AXPY_LAUNCH, "    if n in CACHE:\n        out.copy_(CACHE[n])\n        return out\n" + AXPY_LAUNCH
          + "    CACHE[n] = out.clone()\n")], ["缓存"]),
+    # an optional pointer left out (None), as Triton's launcher allows: compiled with it as a constexpr None
+    "optional-pointer-left-out": ("ex01_axpy", [
+        ("def axpy_kernel(x_ptr, y_ptr, out_ptr, a, n, BLOCK_SIZE: tl.constexpr):",
+         "def axpy_kernel(x_ptr, y_ptr, out_ptr, a, n, bias_ptr, BLOCK_SIZE: tl.constexpr):"),
+        (AXPY_STORE, "    if bias_ptr is not None:\n        y += tl.load(bias_ptr + offs, mask=mask)\n" + AXPY_STORE),
+        (AXPY_LAUNCH, "    axpy_kernel[grid](x, y, out, a, n, None, BLOCK_SIZE=BLOCK_SIZE)\n")], "full"),
     # correct code that must not be refused (issue 13's false rejections, all in one submission)
     "correct-with-config-main-version-time-global": ("ex01_axpy", [(
         "def axpy(a, x, y, out=None, BLOCK_SIZE=1024):",
         "class Cfg:\n    BLOCK = 1024\n\n\ncfg = Cfg()\ncfg.BLOCK = 1024\nLAUNCHES = 0\n"
-        "print(triton.__version__)\n%time z = 1\n\n\ndef axpy(a, x, y, out=None, BLOCK_SIZE=1024):\n"
+        "print(triton.__version__)\n%time z = 1\n%timeit -n 2 -r 1 z = 2\n\n\ndef axpy(a, x, y, out=None, BLOCK_SIZE=1024):\n"
         "    global LAUNCHES\n    LAUNCHES += 1"),
         ("    return out", "    return out\n\n\nif __name__ == '__main__':\n    print(cfg.BLOCK, LAUNCHES)")], "full"),
 }
@@ -451,3 +457,18 @@ def test_layouts_reach_every_dimension(shape):
     swapped, span_t = layout_strides(shape, "transposed")
     assert swapped == torch.empty(*shape[:-2], shape[-1], shape[-2]).transpose(-1, -2).stride()
     assert span_t == torch.Size(shape).numel()
+
+
+def test_timed_launches_that_skip_the_work_get_no_performance_points():
+    """The replay compares the timed launches' outputs with the solution's on the timing shape: an output left as
+    it was allocated (a launch that does nothing there) or half computed is named; rounding is not."""
+    import torch
+
+    from grader.replay import _perf_mismatch
+
+    want = {"out": torch.randn(4096, dtype=torch.float16)}
+    assert _perf_mismatch({"out": torch.full((4096,), float("nan"), dtype=torch.float16)}, want)
+    half = want["out"].clone()
+    half[2048:] = 0
+    assert "out" in _perf_mismatch({"out": half}, want)
+    assert _perf_mismatch({"out": (want["out"].float() * (1 + 1e-3)).half()}, want) is None
