@@ -17,6 +17,8 @@
 # - 结果由你的 Triton kernel 算出来并写进参数 `out`，最后 `return out`；不要修改 `x`、`y`。
 # - 评分器会用没见过的 `M`、`N`（1、质数、64/128/256 的整数倍和 ±1、比 `BLOCK_M`/`BLOCK_N` 大得多），
 #   还会检查有没有读写到张量外面（即使读出来的值后来被 mask 掉了）。
+# - 测试会传入不同的 `BLOCK_M`、`BLOCK_N`（两者不一定相等）；`out` 可能是行间有空隙的视图或转置视图：
+#   写 `out` 用它的两个 stride。
 # %% id=dr01-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -78,15 +80,29 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "M 或 N 不是块大小的整数倍：写 out 时 mask 要两个方向都有，(rm[:, None] < M) & (rn[None, :] < N)。"
 WIDE = "N 比 BLOCK_N 大：grid 的第二维是 triton.cdiv(N, BLOCK_N)，列块的起点是 tl.program_id(1) * BLOCK_N。"
 EXACT = "M、N 正好是 64/128/256 的整数倍或差 1：grid 用 triton.cdiv，块之间不重叠也不留空。"
+BLOCKS = ("BLOCK_M 和 BLOCK_N 不相等：grid 是 (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))，"
+          "行块用 BLOCK_M、列块用 BLOCK_N，不要混用。")
+OUT = "out 不是连续的（行间有空隙或转置视图）：写 out 的地址用 rm * out.stride(0) + rn * out.stride(1)，不要用 N 和 1。"
+
+
+def drop_blocks(x, y, **blocks):
+    return outer_add_spec(x, y)
 
 
 def cases(device, rng):
-    def one(m, n, dt, hint=TAIL, **kw):
-        return Case(f"M={m} N={n} {dt}", dt, (Tensor("x", (m,)), Tensor("y", (n,))), call=("x", "y"),
-                    out_shape=(m, n), hint=hint, **kw)
+    def one(m, n, dt, hint=TAIL, blocks=None, out="contig", **kw):
+        tag = {"padded": " out 行间有空隙", "transposed": " out 是转置视图"}.get(out, "")
+        if blocks:
+            tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
+            kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"),
+                      reference=drop_blocks)
+        return Case(f"M={m} N={n} {dt}{tag}", dt, (Tensor("x", (m,)), Tensor("y", (n,))), call=("x", "y"),
+                    outputs=(Tensor("out", (m, n), layout=out),), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(5, 7, "float32", public=True), one(33, 65, "float32", public=True),
-          one(70, 3, "float32"), one(3, 100, "float32", WIDE, public=True), one(40, 31, "float16", public=True)]
+          one(70, 3, "float32"), one(3, 100, "float32", WIDE, public=True), one(40, 31, "float16", public=True),
+          one(70, 50, "float32", BLOCKS, (64, 16), public=True), one(45, 70, "float32", BLOCKS + " " + OUT, (16, 64), "transposed"),
+          one(40, 50, "float32", OUT, out="padded")]
     m, n = near_multiples(rng, (64, 128, 256), 2, (1, 2))
     cs += [one(m, n, "float32", EXACT, hidden=True),
            one(*sizes(rng, 2, 20, 1), *sizes(rng, 257, 700, 1), "float32", WIDE, hidden=True),

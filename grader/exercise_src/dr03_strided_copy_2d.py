@@ -16,7 +16,8 @@
 #
 # - 拷贝由你的 Triton kernel 完成；在包装函数里用 torch 拷贝（`out.copy_(x)`、`x.clone()`、`.contiguous()`）记 0 分。结果必须逐位相等。
 # - 测试里有连续的 `x`、行之间有空隙的 `x`（`x.stride(0) > N`）和转置视图（`x.stride() == (1, M)`），
-#   还有 int32 的 `x`：同一个 kernel 对任何元素类型都能用。
+#   还有 int32 的 `x`（值会用满 int32 的范围，远超 2^24）：同一个 kernel 对任何元素类型都能用，不要经过 float32。
+# - `out` 也可能不是连续的（行间有空隙或转置视图）；测试还会传入不同的 `BLOCK_M`、`BLOCK_N`（两者不一定相等）。
 # %% id=dr03-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -81,17 +82,41 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "M 或 N 不是块大小的整数倍：读和写都要二维 mask，(rm[:, None] < M) & (rn[None, :] < N)。"
 STRIDE = "x 不是连续的：读 x 用 x.stride(0)、x.stride(1)，写 out 用 out.stride(0)、out.stride(1)，不要用 N 和 1。"
 EXACT = "M、N 正好是 64/128/256 的整数倍或差 1：grid 用 triton.cdiv，块之间不重叠也不留空。"
+BLOCKS = ("BLOCK_M 和 BLOCK_N 不相等：grid 是 (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))，"
+          "行块用 BLOCK_M、列块用 BLOCK_N，不要混用。")
+OUT = "out 不是连续的（行间有空隙或转置视图）：写 out 的地址用 rm * out.stride(0) + rn * out.stride(1)，不要用 N 和 1。"
+WIDEINT = ("int32 的值超过 2^24（用满整个范围）：读进来的块原样写回，不要 .to(tl.float32)"
+           "（float32 只有 24 位有效数字，大整数会被舍入）。")
+
+
+def full_int32(g, shape):
+    """Integers over the whole int32 range (most above 2^24 in size: float32 cannot hold them)."""
+    return torch.randint(-2**31, 2**31, shape, generator=g, dtype=torch.int64).double()
+
+
+def drop_blocks(x, **blocks):
+    return copy_2d_spec(x)
 
 
 def cases(device, rng):
-    def one(m, n, dt, layout="contig", hint=TAIL, fill="randn", **kw):
+    def one(m, n, dt, layout="contig", hint=TAIL, fill="randn", blocks=None, out="contig", **kw):
         tag = {"padded": " 行间有空隙", "transposed": " 转置视图"}.get(layout, "")
+        tag += {"padded": " out 行间有空隙", "transposed": " out 是转置视图"}.get(out, "")
+        tag += " 值用满 int32" if fill is full_int32 else ""
+        if blocks:
+            tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
+            kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"),
+                      reference=drop_blocks)
         return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout),), call=("x",),
-                    out_shape=(m, n), hint=hint, **kw)
+                    outputs=(Tensor("out", (m, n), layout=out),), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(7, 13, "float32", public=True),
           one(40, 50, "float32", "padded", STRIDE, public=True), one(37, 45, "float32", "transposed", STRIDE, public=True),
-          one(33, 31, "float16", "transposed", STRIDE), one(20, 70, "int32", "padded", STRIDE, fill="large", public=True)]
+          one(33, 31, "float16", "transposed", STRIDE), one(20, 70, "int32", "padded", STRIDE, fill="large", public=True),
+          one(60, 70, "float32", hint=BLOCKS, blocks=(64, 16), public=True),
+          one(70, 45, "float32", hint=BLOCKS + " " + OUT, blocks=(16, 64), out="transposed"),
+          one(40, 50, "float32", "transposed", OUT, out="padded"),
+          one(20, 30, "int32", "padded", WIDEINT, fill=full_int32)]
     m, n = near_multiples(rng, (64, 128, 256), 2, (1, 2))
     cs += [one(m, n, "float32", hint=EXACT, hidden=True),
            one(*sizes(rng, 65, 200, 2), "float32", "transposed", STRIDE, hidden=True),

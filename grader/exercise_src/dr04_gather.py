@@ -5,7 +5,7 @@
 # 先 load 一个下标向量，再用它算第二次 load 的地址。embedding 查表、MoE 的 token 重排、
 # 分页 KV cache 的块表都是这样。第 6 章之前先练熟“两次 load”。
 #
-# 给定表 `table`（形状 `(V, D)`，行之间可能有空隙）和 int32 下标 `idx`（长度 `n`，每个值在 `[0, V)` 里，可能重复），
+# 给定表 `table`（形状 `(V, D)`，行之间可能有空隙，也可能是转置视图）和 int32 下标 `idx`（长度 `n`，每个值在 `[0, V)` 里，可能重复），
 # 算 `out[i, :] = table[idx[i], :]`（形状 `(n, D)`）。
 #
 # **要做的事**
@@ -17,6 +17,8 @@
 #
 # - 结果由你的 Triton kernel 读出来并写进 `out`，`return out`；`table[idx]`、`torch.index_select` 记 0 分。
 # - 评分器会检查越界读：`idx` 最后一块里超出 `n` 的位置也不能读。
+# - `table` 和 `out` 都不一定连续（`out` 可能行间有空隙）：地址用它们各自的两个 stride。
+# - 测试会传入不同的 `BLOCK_N`、`BLOCK_D`。
 # %% id=dr04-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -82,6 +84,14 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "n 不是 BLOCK_N 的整数倍：读 idx 要 mask=rows < n；读表和写 out 的 mask 是 (rows[:, None] < n) & (cols[None, :] < D)。"
 WIDE = "D 比 BLOCK_D 大：grid 的第二维是 triton.cdiv(D, BLOCK_D)，每个 program 只负责 BLOCK_D 列。"
 STRIDE = "表的行之间有空隙：第 src 行的起点是 src * table.stride(0)，不是 src * D。"
+TSTRIDE = "表是转置视图（table.stride() == (1, V)）：地址是 src * table.stride(0) + cols * table.stride(1)，列方向也要乘 stride。"
+OUT = "out 行间有空隙：写 out 的地址用 rows * out.stride(0) + cols * out.stride(1)，不要用 D 和 1。"
+BLOCKS = ("BLOCK_N 和 BLOCK_D 换了大小：grid 是 (triton.cdiv(n, BLOCK_N), triton.cdiv(D, BLOCK_D))，"
+          "行块用 BLOCK_N、列块用 BLOCK_D，不要混用。")
+
+
+def drop_blocks(table, idx, **blocks):
+    return gather_rows_spec(table, idx)
 
 
 def row_ids(v):
@@ -95,15 +105,22 @@ def row_ids(v):
 
 
 def cases(device, rng):
-    def one(v, d, n, dt, layout="contig", hint=TAIL, **kw):
-        tag = " 表的行间有空隙" if layout == "padded" else ""
+    def one(v, d, n, dt, layout="contig", hint=TAIL, blocks=None, out="contig", **kw):
+        tag = {"padded": " 表的行间有空隙", "transposed": " 表是转置视图"}.get(layout, "")
+        tag += " out 行间有空隙" if out == "padded" else ""
+        if blocks:
+            tag += f" BLOCK_N={blocks[0]} BLOCK_D={blocks[1]}"
+            kw.update(scalars={"BLOCK_N": blocks[0], "BLOCK_D": blocks[1]}, kwargs=("BLOCK_N", "BLOCK_D"),
+                      reference=drop_blocks)
         return Case(f"V={v} D={d} n={n} {dt}{tag}", dt, (Tensor("table", (v, d), layout=layout),
                                                        Tensor("idx", (n,), row_ids(v), dtype="int32")),
-                    call=("table", "idx"), out_shape=(n, d), hint=hint, **kw)
+                    call=("table", "idx"), outputs=(Tensor("out", (n, d), layout=out),), hint=hint, **kw)
 
     cs = [one(1, 1, 1, "float32", public=True), one(10, 7, 5, "float32", public=True),
           one(50, 33, 40, "float32", public=True), one(30, 100, 17, "float32", hint=WIDE, public=True),
-          one(20, 40, 33, "float32", "padded", STRIDE), one(25, 20, 50, "float16", public=True)]
+          one(20, 40, 33, "float32", "padded", STRIDE), one(25, 20, 50, "float16", public=True),
+          one(30, 40, 25, "float32", "transposed", TSTRIDE, public=True), one(30, 40, 25, "float32", hint=OUT, out="padded"),
+          one(40, 50, 70, "float32", hint=BLOCKS, blocks=(64, 16))]
     n, d = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(*sizes(rng, 100, 1000, 1), d, n, "float32", hint=TAIL, hidden=True),
            one(*sizes(rng, 20, 200, 1), *sizes(rng, 65, 200, 2), "float32", "padded", STRIDE, hidden=True),

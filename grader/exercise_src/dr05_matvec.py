@@ -15,6 +15,7 @@
 #
 # - 结果由你的 Triton kernel 算出来并写进 `out`；`a @ v`、`torch.mv`、`torch.matmul` 记 0 分。
 # - `K` 可能远大于 `BLOCK_K`（也大于 256）；`a` 可能是转置视图或行间有空隙；float16 输入要用 float32 累加。
+# - 测试会传入不同的 `BLOCK_M`、`BLOCK_K`（比如 `BLOCK_M=16`，或 `BLOCK_K` 比 `BLOCK_M` 小）。
 # %% id=dr05-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -78,17 +79,29 @@ TAIL = "M 或 K 不是块大小的整数倍：a 块按 M 和 K 两个方向 mask
 KLOOP = "K 远大于 BLOCK_K（也大于 256）：沿 K 循环 for k0 in range(0, K, BLOCK_K)，每一段都累加进 acc。"
 STRIDE = "a 不是连续的（转置视图或行间有空隙）：地址用 rm * a.stride(0) + rk * a.stride(1)。"
 ACC = "float16 输入、K 很大、元素全为正：累加器必须是 float32，读进来先 .to(tl.float32)。"
+BLOCKS = ("换了 BLOCK_M、BLOCK_K：grid 是 (triton.cdiv(M, BLOCK_M),)，不要写死 32；"
+          "沿 K 循环的步长和每次读的列数都是 BLOCK_K，不要和 BLOCK_M 混用。")
+
+
+def drop_blocks(a, v, **blocks):
+    return matvec_spec(a, v)
 
 
 def cases(device, rng):
-    def one(m, k, dt, layout="contig", hint=TAIL, fill="randn", **kw):
+    def one(m, k, dt, layout="contig", hint=TAIL, fill="randn", blocks=None, **kw):
         tag = {"padded": " a 行间有空隙", "transposed": " a 是转置视图"}.get(layout, "") + (" 全正" if fill == "positive" else "")
+        if blocks:
+            tag += f" BLOCK_M={blocks[0]} BLOCK_K={blocks[1]}"
+            kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_K": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_K"),
+                      reference=drop_blocks)
         return Case(f"M={m} K={k} {dt}{tag}", dt, (Tensor("a", (m, k), fill, layout), Tensor("v", (k,), fill)),
                     call=("a", "v"), out_shape=(m,), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(7, 5, "float32", public=True), one(33, 65, "float32", public=True),
           one(40, 300, "float32", hint=KLOOP, public=True), one(45, 70, "float32", "transposed", STRIDE, public=True),
-          one(30, 100, "float32", "padded", STRIDE), one(33, 65, "float16", public=True)]
+          one(30, 100, "float32", "padded", STRIDE), one(33, 65, "float16", public=True),
+          one(70, 50, "float32", hint=BLOCKS, blocks=(16, 128), public=True),
+          one(70, 300, "float32", "transposed", BLOCKS, blocks=(64, 16))]
     m = near_multiples(rng, (64, 128), 1, (1, 2))[0]
     cs += [one(m, k, "float32", hint=KLOOP, hidden=True) for k in near_multiples(rng, (256, 512), 1, (1, 3))]
     cs += [one(*sizes(rng, 257, 400, 1), *sizes(rng, 257, 700, 1), "float32", "transposed", STRIDE, hidden=True),

@@ -17,7 +17,8 @@
 #
 # - 结果由你的 Triton kernel 算出来并写进 `out`；`y.t()`、`y.T`、`.contiguous()` 和 torch 的加法记 0 分。
 # - `BLOCK_M` 和 `BLOCK_N` 默认不相等：形状搞错时 Triton 会直接报形状不匹配，而不是悄悄算错。
-# - `y` 可能行间有空隙，也可能本身是转置视图：用 `y` 的 stride。
+# - `y` 可能行间有空隙，也可能本身是转置视图：用 `y` 的 stride。`x` 和 `out` 也一样不一定连续，
+#   都用它们自己的 stride；测试还会传入别的 `BLOCK_M`、`BLOCK_N`。
 # %% id=dr06-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -82,18 +83,35 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "M 或 N 不是块大小的整数倍：x 块和 out 块的 mask 是 (rm[:, None] < M) & (rn[None, :] < N)，y 块的是 (rn[:, None] < N) & (rm[None, :] < M)。"
 TRANS = "out[i, j] = x[i, j] + y[j, i]：y 块要按 y 的行 rn、列 rm 读，再 tl.trans。"
 STRIDE = "y 不是连续的（行间有空隙或转置视图）：y 的地址用 y.stride(0)（沿 N）和 y.stride(1)（沿 M）。"
+XSTRIDE = "x 不是连续的（转置视图或行间有空隙）：x 的地址用 rm * x.stride(0) + rn * x.stride(1)，不要用 N 和 1。"
+OUT = "out 不是连续的（行间有空隙或转置视图）：写 out 的地址用 rm * out.stride(0) + rn * out.stride(1)，不要用 N 和 1。"
+BLOCKS = ("换了 BLOCK_M、BLOCK_N：grid 是 (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))，"
+          "行块用 BLOCK_M、列块用 BLOCK_N，不要混用。")
+
+
+def drop_blocks(x, y, **blocks):
+    return add_transposed_spec(x, y)
 
 
 def cases(device, rng):
-    def one(m, n, dt, layout="contig", hint=TAIL, **kw):
-        tag = {"padded": " y 行间有空隙", "transposed": " y 是转置视图"}.get(layout, "")
-        return Case(f"M={m} N={n} {dt}{tag}", dt, (Tensor("x", (m, n)), Tensor("y", (n, m), layout=layout)),
-                    call=("x", "y"), out_shape=(m, n), hint=hint, **kw)
+    def one(m, n, dt, layout="contig", hint=TAIL, x="contig", out="contig", blocks=None, **kw):
+        tag = {"padded": " x 行间有空隙", "transposed": " x 是转置视图"}.get(x, "")
+        tag += {"padded": " y 行间有空隙", "transposed": " y 是转置视图"}.get(layout, "")
+        tag += {"padded": " out 行间有空隙", "transposed": " out 是转置视图"}.get(out, "")
+        if blocks:
+            tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
+            kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"),
+                      reference=drop_blocks)
+        return Case(f"M={m} N={n} {dt}{tag}", dt, (Tensor("x", (m, n), layout=x), Tensor("y", (n, m), layout=layout)),
+                    call=("x", "y"), outputs=(Tensor("out", (m, n), layout=out),), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(5, 7, "float32", hint=TRANS, public=True),
           one(32, 32, "float32", hint=TRANS), one(33, 17, "float32", public=True),
           one(40, 50, "float32", "padded", STRIDE, public=True), one(37, 45, "float32", "transposed", STRIDE),
-          one(33, 31, "float16", public=True)]
+          one(33, 31, "float16", public=True),
+          one(30, 50, "float32", hint=XSTRIDE, x="transposed", public=True),
+          one(45, 40, "float32", "transposed", XSTRIDE + " " + OUT, x="padded", out="padded"),
+          one(50, 70, "float32", hint=BLOCKS + " " + OUT, out="transposed", blocks=(16, 64))]
     m, n = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(m, n, "float32", hint=TRANS, hidden=True),
            one(*sizes(rng, 65, 160, 2), "float32", "padded", STRIDE, hidden=True),

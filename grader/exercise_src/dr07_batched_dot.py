@@ -17,6 +17,8 @@
 #
 # - 结果由你的 Triton kernel 算出来并写进 `out`；`torch.bmm`、`@`、`torch.matmul` 记 0 分。
 # - 测试的 `M`、`N`、`K` 从 1 到 64 都有（包括 17、33、63 这种刚过 2 的幂的）；float32 和 float16，累加用 float32。
+# - `a`、`b`、`out` 不一定连续：批次之间、行之间可能有空隙，`a` 或 `b` 也可能是最后两维交换过的视图
+#   （`.transpose(1, 2)`）。9 个 stride 都要用上。
 # %% id=dr07-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -89,17 +91,23 @@ from grader.spec import Case, Exercise, Tensor, sizes
 
 TAIL = "M、N、K 不是 2 的幂：a 块按 M、K mask，b 块按 K、N mask（都 other=0.0），写回按 M、N mask。"
 BLOCKS = "有的维度超过 32：块大小按维度选，max(16, triton.next_power_of_2(d))，不要写死。"
-BATCH = "批次的起点是 i * a.stride(0)（b、out 同理）：用 stride，不要用 M * K。"
+BATCH = "批次之间有空隙：批次 i 的起点是 i * a.stride(0)（b、out 同理）：用 stride，不要用 M * K。"
+STRIDE = "不是连续的张量：行内、行间、批次之间的距离各用各的 stride（a 的三个、b 的三个、out 的三个），不要假设哪一个是 1。"
+TAG = {"padded": "有空隙", "transposed": "是转置视图"}
 
 
 def cases(device, rng):
-    def one(bs, m, n, k, dt, hint=TAIL, **kw):
-        return Case(f"B={bs} M={m} N={n} K={k} {dt}", dt, (Tensor("a", (bs, m, k)), Tensor("b", (bs, k, n))),
-                    call=("a", "b"), out_shape=(bs, m, n), hint=hint, **kw)
+    def one(bs, m, n, k, dt, hint=TAIL, a="contig", b="contig", out="contig", **kw):
+        tags = "".join(f" {name} {TAG[lay]}" for name, lay in (("a", a), ("b", b), ("out", out)) if lay != "contig")
+        return Case(f"B={bs} M={m} N={n} K={k} {dt}{tags}", dt,
+                    (Tensor("a", (bs, m, k), layout=a), Tensor("b", (bs, k, n), layout=b)), call=("a", "b"),
+                    outputs=(Tensor("out", (bs, m, n), layout=out),), hint=hint, **kw)
 
     cs = [one(1, 1, 1, 1, "float32", public=True), one(3, 5, 7, 9, "float32", public=True),
-          one(4, 16, 16, 16, "float32", BATCH), one(2, 33, 17, 31, "float32", public=True),
-          one(5, 64, 40, 63, "float32", BLOCKS, public=True), one(3, 20, 24, 33, "float16", public=True)]
+          one(4, 16, 16, 16, "float32", BATCH, a="padded", out="padded"), one(2, 33, 17, 31, "float32", public=True),
+          one(5, 64, 40, 63, "float32", BLOCKS, public=True), one(3, 20, 24, 33, "float16", public=True),
+          one(3, 20, 24, 17, "float32", STRIDE, a="transposed", b="padded", public=True),
+          one(4, 24, 20, 30, "float16", STRIDE, b="transposed", out="padded")]
     cs += [one(rng.randint(9, 20), *sizes(rng, 33, 64, 3), "float32", BLOCKS, hidden=True),
            one(rng.randint(5, 12), *sizes(rng, 2, 31, 3), "float32", TAIL, hidden=True),
            one(rng.randint(5, 12), *sizes(rng, 17, 64, 3), "float16", TAIL, hidden=True)]

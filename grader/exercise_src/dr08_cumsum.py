@@ -15,9 +15,10 @@
 # **规则**（评分器会检查）
 #
 # - 结果由你的 Triton kernel 算出来并写进 `out`；`torch.cumsum` 记 0 分。
-# - `N` 可能比 `BLOCK` 大很多；float16 输入用 float32 累加。
+# - `N` 可能比 `BLOCK` 大很多；float16 输入用 float32 累加。测试也会传入别的 `BLOCK`（比如 32）。
+# - `out` 也可能行间有空隙（`out.stride(0) > N`，`out.stride(1) == 1`）：写第 `row` 行用 `row * out.stride(0)`。
 # - 评分器还会让 grid 里的 program **交错运行**再跑一遍（随机顺序开始，每次访存后都可能换别的 program 先跑，像在 GPU 上）：
-#   一个 program 的结果不能依赖另一个 program 先跑完。
+#   一个 program 不能假定另一个 program 已经跑完，除非真的等到了它写的标志（见下面的提示）。
 # %% id=dr08-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -83,17 +84,28 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "N 不是 BLOCK 的整数倍：最后一块要 mask，读的时候 other=0.0，这样 carry 不会加进垃圾值。"
 CARRY = "N 比 BLOCK 大：后面的块要加上前面所有块的和（循环里带一个 carry，每块结束时 carry += tl.sum(v)）。"
 STRIDE = "行之间有空隙：第 row 行的起点是 row * x.stride(0)（写 out 用 out.stride(0)）。"
+OUT = "out 行间有空隙：写第 row 行的起点是 row * out.stride(0)，不是 row * N。"
+BLOCK = "换了 BLOCK：循环的步长和每次读的元素个数都是参数 BLOCK，不要写死 128。"
+
+
+def drop_block(x, **block):
+    return row_cumsum_spec(x)
 
 
 def cases(device, rng):
-    def one(m, n, dt, layout="contig", hint=TAIL, **kw):
+    def one(m, n, dt, layout="contig", hint=TAIL, out="contig", block=None, **kw):
         tag = " 行间有空隙" if layout == "padded" else ""
+        tag += " out 行间有空隙" if out == "padded" else ""
+        if block:
+            tag += f" BLOCK={block}"
+            kw.update(scalars={"BLOCK": block}, kwargs=("BLOCK",), reference=drop_block)
         return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), layout=layout),), call=("x",),
-                    out_shape=(m, n), hint=hint, **kw)
+                    outputs=(Tensor("out", (m, n), layout=out),), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(3, 7, "float32", public=True), one(4, 129, "float32", hint=CARRY, public=True),
           one(5, 300, "float32", hint=CARRY), one(6, 200, "float32", "padded", STRIDE, public=True),
-          one(3, 100, "float16", public=True)]
+          one(3, 100, "float16", public=True),
+          one(4, 300, "float32", hint=OUT, out="padded", public=True), one(3, 100, "float32", "padded", BLOCK, block=32)]
     cs += [one(rng.randint(2, 6), n, "float32", hint=CARRY, hidden=True) for n in near_multiples(rng, (128, 256, 1024), 2, (1, 2))]
     cs += [one(rng.randint(3, 8), *sizes(rng, 300, 1500, 1), "float32", "padded", STRIDE, hidden=True),
            one(rng.randint(2, 5), *sizes(rng, 200, 800, 1), "float16", hint=CARRY, hidden=True)]

@@ -18,6 +18,7 @@
 #
 # - 计数由你的 Triton kernel 完成；`torch.bincount`、`torch.histc` 记 0 分。
 # - 评分器传进来的 `out` 里不是 0；`n` 远大于 `BLOCK`，有的测试里几乎所有元素都落在同一个桶里。
+# - 测试也会传入别的 `BLOCK`（比如 128）：grid 和 kernel 都要用参数 `BLOCK`。
 # - CPU 解释器是一个 program 接一个地跑的，所以“不用原子操作”的写法在解释器上有时也能蒙对，在 GPU 上不行。
 #   评分器会让 program 交错运行再跑一遍（每次访存后都可能换别的 program 先跑）；写法本身必须不依赖顺序，
 #   也不能让两个 program 不经原子操作写同一个地址（先 atomic_add 读、再 atomic_xchg 写回也不行：中间会插进别的 program）。
@@ -78,6 +79,11 @@ TAIL = "n 不是 BLOCK 的整数倍：最后一块要 mask，被 mask 掉的元�
 ATOMIC = ("同一个桶被很多元素、很多 program 加：用 tl.atomic_add(out_ptr + bins, 1, mask=mask)；"
           "先 load 再 store 会丢计数（一个块里的重复值、同时运行的 program 都会）。")
 ZERO = "out 传进来时不是 0：包装函数里先 out.zero_()，再启动 kernel。"
+BLOCK = "换了 BLOCK：grid 是 (triton.cdiv(n, BLOCK),)，kernel 里每个 program 处理 BLOCK 个元素，不要写死 256。"
+
+
+def drop_block(x, n_bins, **block):
+    return histogram_spec(x, n_bins)
 
 
 def bin_ids(n_bins, skew=False):
@@ -92,16 +98,23 @@ def bin_ids(n_bins, skew=False):
 
 
 def cases(device, rng):
-    def one(n, n_bins, hint=ATOMIC, skew=False, **kw):
-        return Case(f"n={n} n_bins={n_bins}{' 集中在一个桶' if skew else ''}", "int32",
-                    (Tensor("x", (n,), bin_ids(n_bins, skew)),), {"n_bins": n_bins}, ("x", "n_bins"),
+    def one(n, n_bins, hint=ATOMIC, skew=False, block=None, **kw):
+        scalars, tag = {"n_bins": n_bins}, ""
+        if block:
+            scalars["BLOCK"], tag = block, f" BLOCK={block}"
+            kw.update(kwargs=("BLOCK",), reference=drop_block)
+        return Case(f"n={n} n_bins={n_bins}{' 集中在一个桶' if skew else ''}{tag}", "int32",
+                    (Tensor("x", (n,), bin_ids(n_bins, skew)),), scalars, ("x", "n_bins"),
                     out_shape=(n_bins,), hint=hint, **kw)
 
     cs = [one(1, 1, ZERO, public=True), one(7, 3, TAIL, public=True), one(1000, 10, public=True),
-          one(3000, 257, TAIL), one(2000, 16, skew=True, public=True), one(513, 1)]
+          one(3000, 257, TAIL), one(2000, 16, skew=True, public=True), one(513, 1),
+          one(1000, 10, BLOCK, block=128, public=True)]
     cs += [one(n, nb, TAIL, hidden=True) for n, nb in zip(near_multiples(rng, (256, 1024), 2, (2, 8)),
                                                         sizes(rng, 2, 300, 2))]
-    cs += [one(*sizes(rng, 5000, 20_000, 1), *sizes(rng, 3, 64, 1), skew=True, hidden=True)]
+    cs += [one(*sizes(rng, 5000, 20_000, 1), *sizes(rng, 3, 64, 1), skew=True, hidden=True),
+           one(*sizes(rng, 2100, 4000, 1), *sizes(rng, 3, 64, 1), BLOCK, block=rng.choice((64, 128, 512, 1024)),
+               hidden=True)]
     return cs
 
 

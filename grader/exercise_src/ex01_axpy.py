@@ -12,7 +12,8 @@
 #
 # - 结果必须由你的 Triton kernel 算出来；在包装函数里用 torch 算（`a * x + y`、`torch.add`……）记 0 分。
 # - 结果写进参数 `out`（模板已经写好分配 `out` 的那一行），最后 `return out`。不要修改 `x`、`y`。
-# - 评分器会用没见过的长度（1、质数、BLOCK_SIZE±1、很大的 n）和 float32/float16（GPU 上还有 bfloat16）测试。
+# - 评分器会用没见过的长度（1、质数、BLOCK_SIZE±1、很大的 n）和 float32/float16（GPU 上还有 bfloat16）测试；
+#   `a` 每个测试可能不同，有的测试还会传入别的 `BLOCK_SIZE`（例如 `BLOCK_SIZE=128`）。
 # - 只有标记为答案的代码单元会被评分：辅助代码也要写在这些单元里。
 # %% id=ex01-setup role=setup
 import tcourse
@@ -107,20 +108,38 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "n 不是 BLOCK_SIZE 的整数倍：最后一个 program 只有一部分元素有效，tl.load/tl.store 都要 mask=offs < n。"
 EXACT = "n 正好是块大小的整数倍（或差 1）：grid = triton.cdiv(n, BLOCK_SIZE)，最后一个块也要算，也不能多算。"
 BIG = "n 超过 2^20：偏移量 pid * BLOCK_SIZE + tl.arange(...) 覆盖所有元素，不要把 n 或 grid 限制在某个固定值。"
+SCALAR = "这个测试的 a 不是 -1.75：kernel 要用传进来的参数 a，不要把某个数值写死在 kernel 或包装函数里。"
+BLOCK = ("这个测试传入了 BLOCK_SIZE=... 关键字参数：grid = triton.cdiv(n, BLOCK_SIZE) 和 kernel 的 BLOCK_SIZE 都要用这个参数，"
+         "不要写死 1024。")
+
+
+def axpy_ref(a, x, y, BLOCK_SIZE=None):  # the block size changes nothing in the result
+    return axpy_spec(a, x, y)
 
 
 def cases(device, rng):
-    def one(n, dt, hint=TAIL, **kw):
-        return Case(f"n={n} {dt}", dt, (Tensor("x", (n,)), Tensor("y", (n,))), {"a": -1.75}, ("a", "x", "y"),
-                    out_shape=(n,), hint=hint, **kw)
+    def one(n, dt, hint=TAIL, a=-1.75, block=None, **kw):
+        tag = (f" a={a:g}" if a != -1.75 else "") + (f" BLOCK_SIZE={block}" if block else "")
+        scalars, kwargs = {"a": a}, ()
+        if block:
+            scalars, kwargs = {"a": a, "BLOCK_SIZE": block}, ("BLOCK_SIZE",)
+            kw["reference"] = axpy_ref
+        return Case(f"n={n} {dt}{tag}", dt, (Tensor("x", (n,)), Tensor("y", (n,))), scalars, ("a", "x", "y"),
+                    kwargs=kwargs, out_shape=(n,), hint=hint, **kw)
 
     cs = [one(1, "float32", "只有一个元素：grid 至少要有 1 个 program，而且要 mask。", public=True),
           one(7, "float32", public=True), one(1025, "float32", public=True), one(4099, "float32"),
-          one(7, "float16", public=True), one(1025, "float16")]
+          one(7, "float16", public=True), one(1025, "float16"),
+          one(1000, "float32", SCALAR, a=2.5, public=True), one(777, "float16", SCALAR, a=-0.375),
+          one(1000, "float32", BLOCK, a=0.75, block=128)]
     cs += [one(n, "float32", EXACT, hidden=True) for n in near_multiples(rng, (1024, 2048, 4096), 2, (2, 8))]
     cs += [one(rng.randint(2, 8) * 1024, "float32", EXACT, hidden=True)]  # always one exact multiple
     cs += [one(n, "float32", BIG, hidden=True) for n in sizes(rng, (1 << 20) + 1, (1 << 20) + 70_000)]
     cs += [one(n, "float16", TAIL, hidden=True) for n in sizes(rng, 100, 20_000)]
+    a = rng.choice((-1, 1)) * rng.randint(1, 16) / 4 + rng.choice((0.0, 0.125))  # a multiple of 1/8 (exact in float16) ...
+    a = a if a != -1.75 else 3.25  # ... that is not the default
+    cs += [one(n, "float32", f"{SCALAR}{BLOCK}", a=a, block=rng.choice((256, 512, 2048)), hidden=True)
+           for n in sizes(rng, 3000, 9000)]
     if device == "cuda":
         cs += [one(1025, "bfloat16"), one(100_003, "bfloat16"),
                Case("性能 n=2^24 float32", "float32", mode="perf", points=2.0,

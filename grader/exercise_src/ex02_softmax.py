@@ -12,7 +12,8 @@
 # **规则**（评分器会检查）
 #
 # - 结果必须由你的 Triton kernel 算出来；用 `torch.softmax`、`torch.exp` 等记 0 分。
-# - 写进参数 `out` 并返回它；不要修改 `x`。行与行之间可能有 stride（用 `x.stride(0)`）。
+# - 写进参数 `out` 并返回它；不要修改 `x`。行与行之间可能有 stride（用 `x.stride(0)`）；
+#   `out` 也可能是行间有空隙的视图（用 `out.stride(0)`，它和 `x.stride(0)` 不一定相同）。
 # - float16 输入也要支持：在 kernel 里先转成 float32 再算（`x.to(tl.float32)`），存回时 `tl.store` 会按 `out` 的类型转换。
 # - 评分器会测：列数 1、质数、127/129、781、1000，以及数值很大的输入（约 ±150）。
 # %% id=ex02-setup role=setup
@@ -87,23 +88,29 @@ WIDE = ("这一行比 1024 列还宽（也比你可能写死的 BLOCK_SIZE 宽�
         "（triton.next_power_of_2(n_cols)），或者在 kernel 里按块循环整行。")
 BIG = "这个测试的输入很大（约 ±150）：不先减去每行的最大值，exp 会溢出成 inf（数值不稳定）。"
 STRIDE = "这个测试的行之间有空隙（x.stride(0) > n_cols）：行的起点要用 row * x.stride(0)，不要用 row * n_cols。"
+OSTRIDE = ("这个测试的 out 是行间有空隙的视图（out.stride(0) > n_cols，x 是连续的）：写回时行的起点要用 "
+           "row * out.stride(0)，不要用 row * n_cols 或 row * x.stride(0)。")
 
 
 def cases(device, rng):
-    def one(m, n, dt, fill="randn", hint=TAIL, layout="contig", **kw):
-        tag = (" 大数值" if fill == "large" else "") + (" 行间有空隙" if layout == "padded" else "")
+    def one(m, n, dt, fill="randn", hint=TAIL, layout="contig", out_layout="contig", **kw):
+        tag = (" 大数值" if fill == "large" else "") + (" 行间有空隙" if layout == "padded" else "") + \
+            (" out 行间有空隙" if out_layout == "padded" else "")
         return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout),), call=("x",),
-                    out_shape=(m, n), hint=hint, **kw)
+                    outputs=(Tensor("out", (m, n), layout=out_layout),), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(3, 7, "float32", public=True), one(4, 127, "float32"),
           one(4, 129, "float32", public=True), one(9, 781, "float32"), one(8, 333, "float32", "large", BIG, public=True),
           one(6, 100, "float32", hint=STRIDE, layout="padded"), one(3, 7, "float16", public=True),
-          one(5, 333, "float16", "large", BIG)]
+          one(5, 333, "float16", "large", BIG),
+          one(6, 100, "float32", hint=OSTRIDE, out_layout="padded", public=True),
+          one(5, 129, "float16", "large", OSTRIDE, out_layout="padded")]
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in sizes(rng, 1025, 3000)]
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True)
            for n in near_multiples(rng, (1024, 2048), 1, (1, 2))]
     cs += [one(rng.randint(2, 6), n, "float16", hint=TAIL, hidden=True) for n in near_multiples(rng, (64, 128, 256), 1)]
     cs += [one(rng.randint(3, 9), n, "float32", "large", BIG, layout="padded", hidden=True) for n in sizes(rng, 200, 900)]
+    cs += [one(rng.randint(2, 6), n, "float32", hint=OSTRIDE, out_layout="padded", hidden=True) for n in sizes(rng, 30, 600)]
     if device == "cuda":
         cs += [one(17, 1000, "bfloat16"),
                Case("性能 (4096, 4000) float32", "float32", mode="perf", points=2.0,

@@ -14,7 +14,9 @@
 #
 # - 结果必须由你的 Triton kernel 算出来；`torch.matmul`、`@` 等记 0 分。
 # - 写进 `out` 并返回；不要修改 `a`、`b`。
-# - 输入不一定是连续的：有的测试里 `b` 是转置视图、`a` 的行之间有空隙。用 `.stride()`。
+# - 输入不一定是连续的：有的测试里 `a` 或 `b` 是转置视图、`a` 的行之间有空隙；`out` 也可能是行间有空隙的视图
+#   或转置视图。`a`、`b`、`out` 都用 `.stride()`。
+# - 测试会传入不同的 `BLOCK_M`、`BLOCK_N`、`BLOCK_K`（例如 `BLOCK_M=64, BLOCK_N=16, BLOCK_K=32`），三者不一定相等。
 # - 形状包括 1x1x1、质数、33x31x65（块大小 ±1）、257x129x190；float32 和 float16（GPU 上还有 bfloat16）。
 # %% id=ex03-setup role=setup
 import tcourse
@@ -122,25 +124,47 @@ STRIDE = "这个测试的输入不是连续存放的：指针偏移必须用 a.s
 KLOOP = "K 远大于 BLOCK_K（也大于 256）：沿 K 要循环 for k0 in range(0, K, BLOCK_K)，每一块都累加进 acc。"
 ACC = ("float16 输入、K 很大、元素全为正：累加器必须是 float32（tl.zeros(..., dtype=tl.float32)，最后 store 时再转回），"
        "float16 累加器每加一块就舍入一次，误差会超过容差。")
+BLOCKS = ("这个测试传入了互不相等的 BLOCK_M/BLOCK_N/BLOCK_K：grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))，"
+          "rm 用 BLOCK_M、rn 用 BLOCK_N、沿 K 的步长和 rk 用 BLOCK_K，不要混用。")
+ASTRIDE = "这个测试的 a 是转置视图（a.stride(1) != 1）：A 块的指针要乘 stride_ak（rk[None, :] * stride_ak），不要假设 a 的列是连续的。"
+OSTRIDE = ("这个测试的 out 不是连续的（行间有空隙或转置视图）：store 的指针用 out.stride(0)/out.stride(1)"
+           "（rm[:, None] * stride_om + rn[None, :] * stride_on），不要用 N 或 1。")
+
+
+def matmul_ref(a, b, **launch):  # BLOCK_M/BLOCK_N/BLOCK_K change nothing in the result
+    return matmul_spec(a, b)
 
 
 def cases(device, rng):
-    def one(m, n, k, dt, a_layout="contig", b_layout="contig", hint=TAIL, fill="randn", **kw):
-        lay = {"padded": " a 行间有空隙", "transposed": " b 是转置视图"}
-        tag = lay.get(a_layout, "") + lay.get(b_layout, "") + (" 全正" if fill == "positive" else "")
+    def one(m, n, k, dt, a_layout="contig", b_layout="contig", hint=TAIL, fill="randn", out_layout="contig", blocks=None,
+            **kw):
+        lay = {"padded": " {} 行间有空隙", "transposed": " {} 是转置视图", "contig": ""}
+        tag = lay[a_layout].format("a") + lay[b_layout].format("b") + (" 全正" if fill == "positive" else "")
+        tag += lay[out_layout].format("out")
+        scalars, kwargs = {}, ()
+        if blocks:
+            scalars = dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), blocks))
+            kwargs, kw["reference"] = tuple(scalars), matmul_ref
+            tag += " " + " ".join(f"{k}={v}" for k, v in scalars.items())
         return Case(f"M={m} N={n} K={k} {dt}{tag}", dt,
-                    (Tensor("a", (m, k), fill, a_layout), Tensor("b", (k, n), fill, b_layout)),
-                    call=("a", "b"), out_shape=(m, n), hint=hint, **kw)
+                    (Tensor("a", (m, k), fill, a_layout), Tensor("b", (k, n), fill, b_layout)), scalars,
+                    call=("a", "b"), kwargs=kwargs, outputs=(Tensor("out", (m, n), layout=out_layout),), hint=hint, **kw)
 
     cs = [one(1, 1, 1, "float32", public=True), one(7, 13, 5, "float32", public=True),
           one(33, 31, 65, "float32", public=True), one(100, 60, 130, "float32"),
           one(45, 37, 70, "float32", b_layout="transposed", hint=STRIDE, public=True),
-          one(30, 50, 40, "float32", a_layout="padded", hint=STRIDE), one(33, 31, 65, "float16", public=True)]
+          one(30, 50, 40, "float32", a_layout="padded", hint=STRIDE), one(33, 31, 65, "float16", public=True),
+          one(70, 50, 40, "float32", hint=BLOCKS, blocks=(64, 16, 32), public=True),
+          one(40, 70, 100, "float16", hint=BLOCKS, blocks=(16, 32, 64)),
+          one(50, 30, 45, "float32", a_layout="transposed", hint=ASTRIDE),
+          one(40, 30, 50, "float32", out_layout="padded", hint=OSTRIDE),
+          one(30, 40, 35, "float16", out_layout="transposed", hint=OSTRIDE)]
     m, n = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(m, n, k, "float32", hint=KLOOP, hidden=True) for k in sizes(rng, 300, 700)]
     cs += [one(*sizes(rng, 65, 200, 2), sizes(rng, 257, 600)[0], "float32", b_layout="transposed", hint=STRIDE,
                hidden=True)]
     cs += [one(*sizes(rng, 20, 40, 2), 4096, "float16", fill="positive", hint=ACC, tol=(1.0, 1e-3), hidden=True)]
+    cs += [one(*sizes(rng, 30, 100, 3), "float32", hint=BLOCKS, blocks=tuple(rng.sample((16, 32, 64), 3)), hidden=True)]
     if device == "cuda":
         cs += [one(100, 60, 130, "bfloat16"),
                Case("性能 4096^3 float16", "float16", mode="perf", points=2.0,

@@ -11,7 +11,8 @@
 # 1. `pid_to_tile(pid, num_pid_m, num_pid_n, GROUP_M) -> (pid_m, pid_n)`：纯整数运算（`//`、`%`、`min`），不许用循环或列表。
 # 2. `swizzle_kernel` + `swizzle_map(num_pid_m, num_pid_n, GROUP_M, out=None)`：在 Triton kernel 里用同样的公式，
 #    每个 program 把自己的 `(pid_m, pid_n)` 写进 `out[pid, 0]`、`out[pid, 1]`（`out` 是 `(num_pid_m*num_pid_n, 2)` 的 int32）。
-#    kernel 里用 `tl.minimum` 代替 `min`。
+#    kernel 里用 `tl.minimum` 代替 `min`。顺序要由 kernel 自己算：在包装函数里算好一张表再让 kernel 照抄，评分器重放时
+#    不保留那张表（当作未初始化的内存），这样的答案拿不到第 2 部分的分。
 #
 # 评分器会对很多组 `(num_pid_m, num_pid_n, GROUP_M)` 检查第 1 部分（不需要 GPU，也不启动 kernel），再用几组检查第 2 部分。
 # %% id=ex04-setup role=setup
@@ -115,6 +116,12 @@ def order_map(num_pid_m, num_pid_n, GROUP_M):
     return torch.tensor(swizzle_order_spec(num_pid_m, num_pid_n, GROUP_M), dtype=torch.float64)
 
 
+KERNEL = "kernel 里每个 program 用 tl.program_id(0) 算出 (pid_m, pid_n)，写到 out[pid, 0] 和 out[pid, 1]。"
+PARTIAL = ("最后一组不满、但有 2 行以上（num_pid_m 不是 GROUP_M 的整数倍）：组内的位置是 pid % num_pid_in_group，"
+           "pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m，pid_n = (pid % num_pid_in_group) // group_size_m；"
+           "只有组满时 pid // GROUP_M 这类写法才碰巧对。")
+
+
 def cases(device, rng):
     def combos(pred, extra=()):
         grid = [(m, n, g) for m in (1, 2, 3, 5, 8, 13) for n in (1, 4, 7) for g in (1, 2, 3, 4, 8) if pred(m, g)]
@@ -124,11 +131,11 @@ def cases(device, rng):
         return Case(name, "int32", mode="python", func="pid_to_tile", calls=combos(pred, kw.pop("extra", ())),
                     reference=tile_of, points=pts, hint=hint, **kw)
 
-    def kernel(m, n, g, **kw):
+    def kernel(m, n, g, hint=KERNEL, **kw):
         return Case(f"kernel num_pid_m={m} num_pid_n={n} GROUP_M={g}", "int32", out_shape=(m * n, 2),
                     scalars={"num_pid_m": m, "num_pid_n": n, "GROUP_M": g}, call=("num_pid_m", "num_pid_n", "GROUP_M"),
                     func="swizzle_map", reference=order_map,
-                    hint="kernel 里每个 program 用 tl.program_id(0) 算出 (pid_m, pid_n)，写到 out[pid, 0] 和 out[pid, 1]。", **kw)
+                    hint=hint, **kw)
 
     hidden = [(rng.randint(9, 40), rng.randint(2, 20), rng.choice((3, 5, 6, 8))) for _ in range(2)]
     return [
@@ -140,8 +147,10 @@ def cases(device, rng):
            "最后一组可能不足 GROUP_M 行：group_size_m = min(num_pid_m - first_pid_m, GROUP_M)，取模和除法都要用它。", 2.0,
            extra=hidden, hidden=True),
         kernel(1, 1, 1, public=True), kernel(5, 7, 2), kernel(8, 3, 4, public=True),
+        kernel(11, 13, 3, hint=PARTIAL), kernel(7, 5, 4, hint=PARTIAL),
         *[kernel(m, n, g, hidden=True) for m, n, g in hidden],
     ]
 
 
-EXERCISE = Exercise(title="GROUP_M 程序编号重排（pid -> (pid_m, pid_n)）", reference=order_map, cases=cases)
+EXERCISE = Exercise(title="GROUP_M 程序编号重排（pid -> (pid_m, pid_n)）", reference=order_map, cases=cases,
+                    host_scratch=False)  # a table of tiles filled on the host and copied by the kernel is not the kernel's work

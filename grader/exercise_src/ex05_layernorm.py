@@ -10,7 +10,8 @@
 # 2. `layernorm(x, weight, bias, eps=1e-5, out=None)`：启动 kernel，返回 `out`。
 #
 # **规则**：结果由 Triton kernel 算（`torch.nn.functional.layer_norm`、`torch.mean`、`torch.var` 记 0 分）；
-# 写进 `out` 并返回；不修改输入。测试包括列数 1、7、127、129、781、1000，float16，以及每行均值约 1000 的输入。
+# 写进 `out` 并返回；不修改输入。测试包括列数 1、7、127、129、781、1000，float16，以及每行均值约 1000 的输入
+#（float32 和 float16）；`eps` 每个测试可能不同；`out` 可能是行间有空隙的视图（用 `out.stride(0)`）。
 # %% id=ex05-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -86,25 +87,44 @@ TAIL = ("列数不是 2 的幂：被 mask 掉的列不能参与均值和方差�
 WIDE = "这一行比 1024 列还宽：BLOCK_SIZE 要按 n_cols 选（triton.next_power_of_2(n_cols)），或在 kernel 里按块循环整行。"
 BIG = "这个测试的每行均值约为 1000：用 E[x^2] - E[x]^2 求方差会严重抵消（数值不稳定），请先减均值再平方。"
 STRIDE = "这个测试的行之间有空隙（x.stride(0) > n_cols）：行的起点要用 row * x.stride(0)，不要用 row * n_cols。"
+OSTRIDE = ("这个测试的 out 是行间有空隙的视图（out.stride(0) > n_cols，x 是连续的）：写回时行的起点要用 "
+           "row * out.stride(0)，不要用 row * n_cols 或 row * x.stride(0)。")
+EPS = ("这个测试的 eps 不是 1e-5，而且每行的方差和 eps 差不多大：rstd = 1 / sqrt(var + eps)，"
+       "eps 要用传进来的参数（加在开方之前），不要写死 1e-5。")
+F16BIG = ("float16 输入、每行均值约 1000：一行的和远超 float16 的最大值 65504，"
+          "load 之后先 .to(tl.float32)，均值、方差都在 float32 里算。")
+
+
+def small(scale):  # rows whose variance is about scale**2: comparable to eps
+    return lambda g, shape: scale * torch.randn(shape, generator=g, dtype=torch.float64)
 
 
 def cases(device, rng):
-    def one(m, n, dt, fill="randn", hint=TAIL, layout="contig", **kw):
-        tag = (" 均值很大" if fill == "offset" else "") + (" 行间有空隙" if layout == "padded" else "")
+    def one(m, n, dt, fill="randn", hint=TAIL, layout="contig", eps=1e-5, out_layout="contig", **kw):
+        tag = (" 均值很大" if fill == "offset" else "") + (" 行间有空隙" if layout == "padded" else "") + \
+            (f" eps={eps:g}" if eps != 1e-5 else "") + (" out 行间有空隙" if out_layout == "padded" else "")
         # fp32 itself holds 1000 + x only to ~6e-5: the stable formula is that close, E[x^2] - E[x]^2 is far off
-        tol = (1e-3, 1e-3) if fill == "offset" else None
+        tol = (1e-3, 1e-3) if fill == "offset" and dt == "float32" else None
         return Case(f"({m}, {n}) {dt}{tag}", dt,
                     (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("bias", (n,))),
-                    {"eps": 1e-5}, ("x", "weight", "bias", "eps"), out_shape=(m, n), hint=hint, tol=tol, **kw)
+                    {"eps": eps}, ("x", "weight", "bias", "eps"), outputs=(Tensor("out", (m, n), layout=out_layout),),
+                    hint=hint, tol=tol, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(3, 7, "float32", public=True), one(4, 127, "float32"),
           one(4, 129, "float32", public=True), one(9, 781, "float32"), one(8, 300, "float32", "offset", BIG, public=True),
           one(6, 100, "float32", hint=STRIDE, layout="padded"), one(3, 7, "float16", public=True),
-          one(5, 1000, "float16")]
+          one(5, 1000, "float16"),
+          one(4, 100, "float32", small(0.03), EPS, eps=1e-3, public=True),
+          one(5, 90, "float32", hint=OSTRIDE, out_layout="padded"),
+          one(4, 128, "float16", "offset", F16BIG)]
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in sizes(rng, 1025, 3000)]
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in near_multiples(rng, (1024, 2048), 1, (1, 2))]
     cs += [one(rng.randint(2, 6), n, "float32", "offset", BIG, layout="padded", hidden=True) for n in sizes(rng, 200, 1500)]
     cs += [one(rng.randint(2, 6), n, "float16", hidden=True) for n in near_multiples(rng, (64, 128, 256), 1)]
+    eps = rng.choice((1e-4, 3e-4, 1e-3, 3e-3, 1e-2))
+    cs += [one(rng.randint(2, 6), n, "float32", small(eps ** 0.5), f"{EPS}{OSTRIDE}", eps=eps,
+               out_layout="padded", hidden=True)
+           for n in sizes(rng, 30, 700)]
     if device == "cuda":
         cs += [one(17, 1000, "bfloat16"),
                Case("性能 (8192, 4096) float16", "float16", mode="perf", points=2.0,

@@ -7,7 +7,8 @@
 # **要做的事**：`transpose_kernel` 和 `transpose(x, out=None, BLOCK_M=32, BLOCK_N=32)`。
 #
 # **规则**：结果由 Triton kernel 写（`x.t().contiguous()`、`out.copy_(...)`、`.clone()` 记 0 分）；写进 `out` 并返回；
-# 不修改 `x`。测试里有行之间有空隙的 `x`（`x.stride(0) > N`）和本身就是转置视图的 `x`（`x.stride() == (1, M)`）。
+# 不修改 `x`。测试里有行之间有空隙的 `x`（`x.stride(0) > N`）和本身就是转置视图的 `x`（`x.stride() == (1, M)`），
+# 也会传入不同的 `BLOCK_M`、`BLOCK_N`（例如 `BLOCK_M=64, BLOCK_N=16`）。
 # 转置只搬数据，结果必须**逐位相等**。
 # %% id=ex06-setup role=setup
 import tcourse
@@ -77,20 +78,35 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "行数或列数不是块大小的整数倍：二维 mask 是 (rows < M)[:, None] & (cols < N)[None, :]，读和写都要。"
 STRIDE = "输入不是连续的：读 x 时用 x.stride(0)、x.stride(1)，写 out 时用 out.stride(0)、out.stride(1)。"
 EXACT = "M、N 正好是块大小的整数倍（或差 1）：每个 tile 的起点是 pid * BLOCK，tile 之间不重叠也不留空。"
+BLOCKS = ("这个测试传入了 BLOCK_M != BLOCK_N：grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))，"
+          "rm 用 BLOCK_M、rn 用 BLOCK_N，不要混用。")
+
+
+def transpose_ref(x, **blocks):  # BLOCK_M/BLOCK_N change nothing in the result
+    return transpose_spec(x)
 
 
 def cases(device, rng):
-    def one(m, n, dt, layout="contig", hint=TAIL, **kw):
+    def one(m, n, dt, layout="contig", hint=TAIL, blocks=None, **kw):
         tag = {"padded": " 行间有空隙", "transposed": " 输入本身是转置视图"}.get(layout, "")
-        return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), layout=layout),), call=("x",),
-                    out_shape=(n, m), hint=hint, **kw)
+        scalars, kwargs = {}, ()
+        if blocks:
+            scalars = {"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}
+            kwargs, kw["reference"] = ("BLOCK_M", "BLOCK_N"), transpose_ref
+            tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
+        return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), layout=layout),), scalars, call=("x",),
+                    kwargs=kwargs, out_shape=(n, m), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(7, 13, "float32", public=True), one(33, 31, "float32", public=True),
           one(100, 60, "float32"), one(40, 50, "float32", "padded", STRIDE, public=True),
-          one(37, 45, "float32", "transposed", STRIDE), one(33, 31, "float16", public=True)]
+          one(37, 45, "float32", "transposed", STRIDE), one(33, 31, "float16", public=True),
+          one(70, 50, "float32", hint=BLOCKS, blocks=(64, 16), public=True),
+          one(50, 70, "float16", "transposed", BLOCKS, blocks=(16, 64))]
     m, n = near_multiples(rng, (64, 128, 256), 2, (1, 2))
     cs += [one(m, n, "float32", hint=EXACT, hidden=True), one(*sizes(rng, 130, 300, 2), "float32", hidden=True),
-           one(*sizes(rng, 65, 200, 2), "float16", "transposed", STRIDE, hidden=True)]
+           one(*sizes(rng, 65, 200, 2), "float16", "transposed", STRIDE, hidden=True),
+           one(*sizes(rng, 30, 150, 2), "float32", "padded", BLOCKS, blocks=tuple(rng.sample((16, 32, 64, 128), 2)),
+               hidden=True)]
     if device == "cuda":
         cs += [one(100, 60, "bfloat16"),
                Case("性能 (8192, 8192) float32", "float32", mode="perf", points=2.0,
