@@ -8,6 +8,7 @@ verdict rests on the replay of the logged launches on inputs this process never 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -56,6 +57,27 @@ def _returned(ret, outs: dict, in_bufs: dict) -> str:
     return "none" if ret is None else "other"
 
 
+@contextlib.contextmanager
+def _uninitialized_is_nan():
+    """While the learner's function runs, ``torch.empty`` fills what it allocates (NaN, or the largest integer):
+    memory the wrapper never wrote then holds the same bytes in every call, so only values it did write can
+    differ between the two calls of a repeated case (:func:`_scalars_that_changed`), and a kernel that reads
+    memory nobody wrote reads NaN."""
+    import warnings
+
+    was, warn_only = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # warn_only: an op without a deterministic kernel still runs
+            yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
 def _settle(bufs: dict, device: str) -> tuple[dict, int]:
     """Outputs as of the return, and how many elements changed a moment later (work left running on
     another stream or thread after the function returned)."""
@@ -94,7 +116,7 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
         bufs = {**{f"in:{k}": b for k, b in in_bufs.items()}, **{f"out:{k}": b for k, b in out_bufs.items()}}
         log = Log(bufs, threading.get_ident())
         try:
-            with watched(log, case["forbid"]):
+            with watched(log, case["forbid"]), _uninitialized_is_nan():
                 ret = fn(*[values[n] for n in case["call"]], **{n: values[n] for n in case["kwargs"]}, **outs)
             after, late = _settle(out_bufs, device)
             rec["late"] += late

@@ -11,7 +11,9 @@
 # **要做的事**：`attention_kernel` 和 `attention(q, k, v, causal=False, sm_scale=None, out=None, BLOCK_M=16, BLOCK_N=16)`。
 #
 # **规则**：结果由 Triton kernel 算（`torch.softmax`、`torch.matmul`、`scaled_dot_product_attention` 等记 0 分）；写进 `out` 并返回。
-# `D` 是 16、32 或 64（`tl.dot` 要求每维至少 16）。测试包括 S=1、17、65、100，causal 与否，float16，以及很大的 q。
+# `D` 是 16、32 或 64（`tl.dot` 要求每维至少 16）。测试包括 S=1、17、65、100，causal 与否，float16，以及很大的 q；
+# 测试也会传入 `sm_scale`（用传进来的值，不要自己算 `D ** -0.5`），以及不同的 `BLOCK_M`/`BLOCK_N`
+# （两者可以不相等，比如 `BLOCK_M=32, BLOCK_N=16`）。
 # %% id=ex07-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -111,28 +113,55 @@ TAIL = "S 不是 BLOCK_N 的整数倍：超出 S 的 key 的分数要设成 -inf
 CAUSAL = TAIL + " causal=True：query i 只能看到 key j <= i，其余分数设成 -inf。"
 ONLINE = "online softmax：S 比一个 key 块长，每处理一个新的 K/V 块，之前的 acc 和 l 都要乘 alpha = exp(m_old - m_new)。"
 BIG = "这个测试的 q 很大（约 ±50）：分数要先减去当前的行最大值再取 exp，否则会溢出（数值不稳定）。"
+SCALE = "这个测试传入了 sm_scale：分数乘传进来的 sm_scale，只有 sm_scale=None 时才用 D ** -0.5。"
+BLOCKS = ("这个测试的 BLOCK_M 和 BLOCK_N 不相等：grid 按 BLOCK_M 切 query（triton.cdiv(S, BLOCK_M)），key 循环的步长是 BLOCK_N，"
+          "causal 时 key 循环的上界是这个 query 块的末尾 min((pid_m + 1) * BLOCK_M, S)。")
+NEG = ("这个测试每一行的分数都很负（约 -130 到 -800）：m_i 要初始化成 -inf（不是 0），否则 exp(s - m) 全部下溢成 0，"
+       "l 为 0，结果是 NaN。")
+
+
+def _ref(q, k, v, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None):  # the block sizes change nothing
+    return attention_spec(q, k, v, causal, sm_scale)
+
+
+def _neg_q(g, shape):  # integers in [-48, -32]: with k in [1, 4] every score is <= -128 and exact in fp16/TF32
+    return -torch.randint(32, 49, shape, generator=g).double()
+
+
+def _pos_k(g, shape):
+    return torch.randint(1, 5, shape, generator=g).double()
 
 
 def cases(device, rng):
-    def one(b, h, s, d, dt, causal, fill="randn", hint=TAIL, **kw):
-        tag = (" causal" if causal else "") + (" 大数值" if fill == "large" else "")
+    def one(b, h, s, d, dt, causal, fill="randn", hint=TAIL, k_fill="randn", extra=None, **kw):
+        tag = (" causal" if causal else "") + (" 大数值" if fill == "large" else "") + (" 分数很负" if fill is _neg_q else "")
+        tag += "".join(f" {n}={v}" for n, v in (extra or {}).items())
         shape = (b, h, s, d)
         # q * 50 is there to catch exp() overflow (NaN/inf). On a GPU, tl.dot rounds fp32 to TF32: scores
         # of size ~50 carry errors of ~0.03, so this case gets a loose value tolerance.
         tol = (0.2, 0.1) if fill == "large" else None
+        extra = extra or {}
         return Case(f"B={b} H={h} S={s} D={d} {dt}{tag}", dt,
-                    (Tensor("q", shape, fill), Tensor("k", shape), Tensor("v", shape)), {"causal": causal},
-                    ("q", "k", "v"), ("causal",), out_shape=shape, hint=hint, tol=tol, **kw)
+                    (Tensor("q", shape, fill), Tensor("k", shape, k_fill), Tensor("v", shape)), {"causal": causal, **extra},
+                    ("q", "k", "v"), ("causal", *extra), out_shape=shape, hint=hint, tol=tol,
+                    reference=_ref if extra else None, **kw)
 
     cs = [one(1, 1, 1, 16, "float32", False, public=True), one(1, 2, 17, 16, "float32", False),
           one(1, 2, 17, 16, "float32", True, hint=CAUSAL, public=True), one(2, 1, 65, 32, "float32", False, hint=ONLINE),
           one(2, 1, 65, 32, "float32", True, hint=CAUSAL, public=True), one(1, 1, 40, 32, "float32", False, "large", BIG),
-          one(1, 2, 33, 32, "float16", True, hint=CAUSAL, public=True)]
+          one(1, 2, 33, 32, "float16", True, hint=CAUSAL, public=True),
+          one(2, 3, 40, 16, "float32", True, hint=BLOCKS, extra={"BLOCK_M": 32, "BLOCK_N": 16}, public=True),
+          one(1, 2, 40, 16, "float32", True, hint=BLOCKS, extra={"BLOCK_M": 16, "BLOCK_N": 32}),
+          one(1, 2, 40, 32, "float32", False, hint=SCALE, extra={"sm_scale": 0.5}),
+          one(1, 1, 20, 16, "float32", False, _neg_q, NEG, k_fill=_pos_k)]
     long_s = sizes(rng, 129, 320, 2)
     cs += [one(1, 2, long_s[0], 16, "float32", False, hint=ONLINE, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, hint=CAUSAL + " " + ONLINE, hidden=True),
            one(1, 1, near_multiples(rng, (64, 128), 1, (2, 2))[0], 16, "float16", True, hint=ONLINE, hidden=True),
-           one(1, 1, sizes(rng, 129, 200)[0], 16, "float32", False, "large", BIG, hidden=True)]
+           one(1, 1, sizes(rng, 129, 200)[0], 16, "float32", False, "large", BIG, hidden=True),
+           one(1, 2, sizes(rng, 40, 100)[0], 32, "float32", rng.random() < 0.5, hint=SCALE + " " + BLOCKS, hidden=True,
+               extra={"sm_scale": round(rng.uniform(0.05, 1.0), 3), "BLOCK_M": rng.choice((16, 32)),
+                      "BLOCK_N": rng.choice((16, 32))})]
     if device == "cuda":
         cs += [one(1, 2, 100, 64, "bfloat16", True, hint=CAUSAL),
                Case("性能 B=4 H=16 S=2048 D=64 float16 causal", "float16", mode="perf", points=2.0,

@@ -9,13 +9,16 @@
 #
 # 这里不给前向存下的 `mean`、`rstd`：在反向 kernel 里按行重新算（和第 10 章的 dropout 一样，是"重算而不存"）。
 #
-# **要做的事**：`layernorm_backward(x, weight, dy, eps=1e-5, dx=None, dw=None, db=None)`，三个结果写进 `dx`、`dw`、`db`
+# **要做的事**：`layernorm_backward(x, weight, dy, eps=1e-5, dx=None, dw=None, db=None, G=None)`，三个结果写进 `dx`、`dw`、`db`
 # 并 `return dx, dw, db`。推荐做法：G 个 program，每个处理行 `g, g+G, g+2G, ...`，在 fp32 寄存器里累加这些行的
 # `dy * xhat` 和 `dy`，写一行部分和到 `(G, N)` 的 fp32 缓冲；第二个 kernel 把 G 行加起来写进 `dw`、`db`。
 # （也可以用 `tl.atomic_add`，但要加到 fp32 缓冲里再转换，fp16 的原子加误差太大。）
+# `G` 是 program 数：`G=None` 时自己选（例如 GPU 上 `min(M, 64)`）；测试也会传入 `G`，可能比
+# `sum_partials_kernel` 一次读的 `BLOCK_G` 行多（比如 20）。
 #
 # **规则**：结果由 Triton kernel 算（`torch.autograd`、`layer_norm`、`torch.sum`、`torch.mean` 等记 0 分）。
-# 测试包括 1 列、7 列、非 2 的幂的列数、几百行、float16、每行均值很大的输入。
+# 测试包括 1 列、7 列、非 2 的幂的列数、几百行、float16、每行均值很大的输入、不同的 `eps`；
+# `x`、`dy` 的行之间可能有空隙，`dx` 也可能是行间有空隙的视图（行的起点都用各自的 `stride(0)`）。
 # %% id=ex10-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -84,13 +87,14 @@ def sum_partials_kernel(part_ptr, out_ptr, G, N, BLOCK_G: tl.constexpr, BLOCK_C:
     ### END SOLUTION
 
 
-def layernorm_backward(x, weight, dy, eps=1e-5, dx=None, dw=None, db=None):
+def layernorm_backward(x, weight, dy, eps=1e-5, dx=None, dw=None, db=None, G=None):
     M, N = x.shape
     dx = torch.empty_like(x) if dx is None else dx
     dw = torch.empty_like(weight) if dw is None else dw
     db = torch.empty_like(weight) if db is None else db
     ### BEGIN SOLUTION
-    G = min(M, 64) if x.is_cuda else min(M, 4)
+    if G is None:
+        G = min(M, 64) if x.is_cuda else min(M, 4)
     dw_part = torch.empty((G, N), dtype=torch.float32, device=x.device)
     db_part = torch.empty((G, N), dtype=torch.float32, device=x.device)
     layernorm_bwd_kernel[(G,)](x, weight, dy, dx, dw_part, db_part, M, N, x.stride(0), dy.stride(0), dx.stride(0), eps,
@@ -98,7 +102,7 @@ def layernorm_backward(x, weight, dy, eps=1e-5, dx=None, dw=None, db=None):
     for part, out in ((dw_part, dw), (db_part, db)):
         sum_partials_kernel[(triton.cdiv(N, 64),)](part, out, G, N, BLOCK_G=16, BLOCK_C=64)
     ### STUB
-    # TODO: 部分和缓冲 (G, N) float32；启动 layernorm_bwd_kernel（G 个 program），再用 sum_partials_kernel 归约到 dw、db
+    # TODO: G 为 None 时自己选；部分和缓冲 (G, N) float32；启动 layernorm_bwd_kernel（G 个 program），再用 sum_partials_kernel 归约到 dw、db
     raise NotImplementedError("TODO: launch the kernels")
     ### END SOLUTION
     return dx, dw, db
@@ -118,24 +122,49 @@ ROWS = ("行数比 program 数多：dw、db 要把所有行加起来（每个 pr
         "不能让几个 program 直接 store 到同一个 dw。")
 STRIDE = "这个测试的行之间有空隙（x.stride(0) > N）：行的起点用 row * stride，不要用 row * N。"
 BIG = "每行均值约 1000：均值和方差按前向的稳定算法重算（先减均值再平方），不要用 E[x^2] - E[x]^2。"
+EPS = "这个测试的 eps 不是 1e-5（x 也很小，eps 起主要作用）：rstd = 1 / sqrt(var + eps) 要用传进来的 eps。"
+STRIDES = ("这个测试里 x、dy、dx 的行距不全相同（有的行之间有空隙）：x、dy、dx 各用自己的 stride(0)，"
+           "不要用 row * N，也不要拿一个张量的 stride 去算另一个。")
+GROUPS = ("这个测试传入 G=20：部分和缓冲有 20 行，可能比归约 kernel 一次读的 BLOCK_G 行多，要沿 G 循环把所有块都加上"
+          "（for g0 in range(0, G, BLOCK_G)），不能只加第一块。")
+
+
+def _small(g, shape):  # var ~ 1e-6: eps decides rstd
+    return 1e-3 * torch.randn(shape, generator=g, dtype=torch.float64)
+
+
+def _ref(x, weight, dy, eps=1e-5, G=None):  # G changes nothing in the result
+    return layernorm_backward_spec(x, weight, dy, eps)
 
 
 def cases(device, rng):
-    def one(m, n, dt, hint=TAIL, fill="randn", layout="contig", **kw):
+    def one(m, n, dt, hint=TAIL, fill="randn", layout="contig", eps=1e-5, dy_layout="contig", dx_layout="contig", G=None,
+            **kw):
         tag = (" 行间有空隙" if layout == "padded" else "") + (" 均值很大" if fill == "offset" else "")
+        tag += (" dy 行间有空隙" if dy_layout == "padded" else "") + (" dx 行间有空隙" if dx_layout == "padded" else "")
+        tag += (f" eps={eps}" if eps != 1e-5 else "") + (f" G={G}" if G is not None else "")
         tol = (2e-3, 2e-3) if fill == "offset" else None
         return Case(f"({m}, {n}) {dt}{tag}", dt,
-                    (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("dy", (m, n))),
-                    {"eps": 1e-5}, ("x", "weight", "dy", "eps"),
-                    outputs=(Tensor("dx", (m, n)), Tensor("dw", (n,)), Tensor("db", (n,))), hint=hint, tol=tol, **kw)
+                    (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("dy", (m, n), layout=dy_layout)),
+                    {"eps": eps, **({"G": G} if G is not None else {})}, ("x", "weight", "dy", "eps"),
+                    ("G",) if G is not None else (),
+                    outputs=(Tensor("dx", (m, n), layout=dx_layout), Tensor("dw", (n,)), Tensor("db", (n,))), hint=hint,
+                    tol=tol, reference=_ref if G is not None else None, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(3, 7, "float32", public=True), one(37, 193, "float32", ROWS, public=True),
           one(9, 128, "float32"), one(6, 100, "float32", STRIDE, layout="padded", public=True),
-          one(8, 300, "float32", BIG, "offset"), one(5, 77, "float16", public=True)]
+          one(8, 300, "float32", BIG, "offset"), one(5, 77, "float16", public=True),
+          one(10, 70, "float32", EPS, _small, eps=1e-3), one(12, 50, "float32", STRIDES, dy_layout="padded"),
+          one(9, 60, "float32", STRIDES, layout="padded", dx_layout="padded"), one(40, 40, "float32", GROUPS, G=20)]
     cs += [one(m, n, "float32", ROWS, hidden=True) for m, n in zip(sizes(rng, 70, 200, 2), sizes(rng, 50, 500, 2))]
     cs += [one(rng.randint(20, 60), n, "float32", TAIL, hidden=True) for n in near_multiples(rng, (128, 256, 512), 2)]
     cs += [one(rng.randint(10, 40), sizes(rng, 100, 600)[0], "float32", STRIDE, layout="padded", hidden=True),
-           one(rng.randint(30, 90), sizes(rng, 50, 400)[0], "float16", ROWS, hidden=True)]
+           one(rng.randint(30, 90), sizes(rng, 50, 400)[0], "float16", ROWS, hidden=True),
+           one(rng.randint(20, 40), sizes(rng, 30, 150)[0], "float32",
+               "这个测试的 eps 不是 1e-5：rstd = 1 / sqrt(var + eps) 要用传进来的 eps。" + STRIDES
+               + " 这个测试传入的 G 大于 16：归约 kernel 要沿 G 循环，把所有块都加上。",
+               eps=rng.choice((1e-2, 0.1, 1.0)), dx_layout=rng.choice(("contig", "padded")),
+               dy_layout=rng.choice(("contig", "padded")), G=rng.randint(17, 24), hidden=True)]
     if device == "cuda":
         cs += [one(300, 1000, "bfloat16", ROWS),
                Case("性能 (8192, 4096) float16", "float16", mode="perf", points=2.0,

@@ -12,6 +12,7 @@
 #
 # **规则**：结果由 Triton kernel 算（`torch.matmul`、`@` 等记 0 分），写进 `out` 并返回。TMA 要求行 stride 是 16 字节的倍数，
 # 所以测试里 `K` 和 `N` 都是 8 的倍数（float32 和 float16 都满足），但**不一定**是 block 的倍数；`M` 任意。
+# 测试会传入不同的 `NUM_PROGRAMS`、`BLOCK_M`/`BLOCK_N`/`BLOCK_K`（16、32、64，互相可以不相等）和 `GROUP_M`（1、2、4、8）。
 # 设备端 descriptor 在 GPU 上需要一块 scratch 内存：包装函数里先 `triton.set_allocator(...)`（模板已写好）。
 # 这个练习在 Triton 3.6 和 3.9 的 CPU 解释器里都能运行（两者都支持 descriptor）。
 # %% id=ex11-setup role=setup
@@ -88,22 +89,33 @@ from grader.spec import Case, Exercise, Tensor, sizes
 TAIL = "M/N/K 不是 block 的整数倍：descriptor 的 shape 用真实的 M/N/K，越界部分 load 读成 0、store 不写，不需要 mask。"
 LOOP = ("tile 数比 NUM_PROGRAMS 多：每个 program 要处理 tile p, p + NUM_PROGRAMS, ...，每个 tile 开始时 acc 清零。")
 KLOOP = "K 比 BLOCK_K 大很多：沿 K 循环，每一块都累加进同一个 acc。"
+BLOCKS = ("这个测试的 BLOCK_M、BLOCK_N、BLOCK_K 互不相等，GROUP_M 也不是默认的 4：tile 数是 "
+          "cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)，沿 K 的步长是 BLOCK_K，每组 GROUP_M 行 tile（最后一组可能不满）；"
+          "descriptor 的 block_shape 和 load/store 的偏移都用对应的块大小。")
 
 
 def cases(device, rng):
-    def one(m, n, k, dt, hint=TAIL, programs=4, **kw):
-        return Case(f"M={m} N={n} K={k} {dt} NUM_PROGRAMS={programs}", dt, (Tensor("a", (m, k)), Tensor("b", (k, n))),
-                    {"NUM_PROGRAMS": programs}, ("a", "b"), ("NUM_PROGRAMS",), out_shape=(m, n), hint=hint, **kw)
+    def one(m, n, k, dt, hint=TAIL, programs=4, extra=None, **kw):
+        extra = extra or {}
+        return Case(f"M={m} N={n} K={k} {dt} NUM_PROGRAMS={programs}" + "".join(f" {a}={v}" for a, v in extra.items()), dt,
+                    (Tensor("a", (m, k)), Tensor("b", (k, n))), {"NUM_PROGRAMS": programs, **extra}, ("a", "b"),
+                    ("NUM_PROGRAMS", *extra), out_shape=(m, n), hint=hint, **kw)
 
     eight = lambda lo, hi: 8 * sizes(rng, lo // 8, hi // 8)[0]  # noqa: E731  (TMA: 16-byte row strides)
     cs = [one(1, 8, 8, "float32", public=True), one(37, 40, 24, "float32", public=True),
           one(67, 48, 96, "float32", LOOP, public=True), one(100, 72, 40, "float32", LOOP, programs=3),
-          one(64, 64, 64, "float32", LOOP, programs=1), one(45, 56, 72, "float16", public=True)]
+          one(64, 64, 64, "float32", LOOP, programs=1), one(45, 56, 72, "float16", public=True),
+          one(70, 48, 40, "float32", BLOCKS, 3, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "GROUP_M": 2}),
+          one(50, 80, 56, "float32", BLOCKS, 5, {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8}),
+          one(40, 24, 32, "float16", BLOCKS, 2, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 1})]
     cs += [one(sizes(rng, 65, 160)[0], eight(65, 160), eight(40, 120), "float32", LOOP, programs=rng.randint(2, 6),
                hidden=True) for _ in range(2)]
     cs += [one(rng.choice((64, 96, 128)), rng.choice((64, 96, 128)), 32 * rng.randint(2, 4), "float32", LOOP, hidden=True),
            one(sizes(rng, 20, 60)[0], eight(16, 64), eight(300, 520), "float32", KLOOP, hidden=True),
-           one(sizes(rng, 33, 99)[0], eight(33, 99), eight(33, 99), "float16", TAIL, hidden=True)]
+           one(sizes(rng, 33, 99)[0], eight(33, 99), eight(33, 99), "float16", TAIL, hidden=True),
+           one(sizes(rng, 40, 120)[0], eight(24, 96), eight(24, 96), "float32", BLOCKS, rng.randint(2, 6),
+               {"BLOCK_M": rng.choice((16, 32, 64)), "BLOCK_N": rng.choice((16, 32, 64)), "BLOCK_K": rng.choice((16, 32, 64)),
+                "GROUP_M": rng.choice((1, 2, 8))}, hidden=True)]
     if device == "cuda":
         cs += [one(200, 136, 264, "bfloat16", LOOP),
                Case("性能 4096^3 float16", "float16", mode="perf", points=2.0,

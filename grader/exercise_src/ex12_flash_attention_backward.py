@@ -15,7 +15,8 @@
 # 以及 `attention_backward(q, k, v, do, causal=False, sm_scale=None, dq=None, dk=None, dv=None, BLOCK_M=16, BLOCK_N=16)` 里的启动。
 #
 # **规则**：结果由 Triton kernel 算（`torch.autograd`、`torch.matmul`、`torch.softmax`、`torch.exp` 等记 0 分）。
-# `D` 是 16 或 32；测试包括 S=1、17、45、100 多，causal 与否，float16。
+# `D` 是 16 或 32；测试包括 S=1、17、45、100 多，causal 与否，float16；测试也会传入 `sm_scale`（用传进来的值），
+# 以及不同的 `BLOCK_M`/`BLOCK_N`（两者可以不相等，比如 `BLOCK_M=32, BLOCK_N=16`）。
 # %% id=ex12-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -188,24 +189,36 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "S 不是块大小的整数倍：超出 S 的 query/key 处 P 要是 0，load 要 mask，store 要 mask。"
 CAUSAL = TAIL + " causal=True：j > i 的位置 P = 0；dkdv_kernel 从对角线所在的 query 块开始，dq_kernel 循环到对角线为止。"
 LOOP = "S 比一个块长：dk、dv 要对所有 query 块累加，dq 要对所有 key 块累加；dk、dq 最后乘 sm_scale，dv 不乘。"
+SCALE = "这个测试传入了 sm_scale：两个 kernel 都用传进来的 sm_scale（包括重算 P 时），只有 sm_scale=None 时才用 D ** -0.5。"
+BLOCKS = ("这个测试的 BLOCK_M 和 BLOCK_N 不相等：dkdv_kernel 的 grid 是 triton.cdiv(S, BLOCK_N)，沿 query 的步长是 BLOCK_M，"
+          "causal 时起点是 key 块起点所在的 query 块 (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M；dq_kernel 的 grid 是 "
+          "triton.cdiv(S, BLOCK_M)，沿 key 的步长是 BLOCK_N，causal 时上界是 min((pid_m + 1) * BLOCK_M, S)。")
 
 
 def cases(device, rng):
-    def one(b, h, s, d, dt, causal, hint=TAIL, **kw):
+    def one(b, h, s, d, dt, causal, hint=TAIL, extra=None, **kw):
         shape = (b, h, s, d)
-        return Case(f"B={b} H={h} S={s} D={d} {dt}" + (" causal" if causal else ""), dt,
+        extra = extra or {}
+        return Case(f"B={b} H={h} S={s} D={d} {dt}" + (" causal" if causal else "")
+                    + "".join(f" {n}={v}" for n, v in extra.items()), dt,
                     (Tensor("q", shape), Tensor("k", shape), Tensor("v", shape), Tensor("do", shape)),
-                    {"causal": causal}, ("q", "k", "v", "do"), ("causal",),
+                    {"causal": causal, **extra}, ("q", "k", "v", "do"), ("causal", *extra),
                     outputs=(Tensor("dq", shape), Tensor("dk", shape), Tensor("dv", shape)), hint=hint, **kw)
 
     cs = [one(1, 1, 1, 16, "float32", False, public=True), one(1, 2, 17, 16, "float32", False, public=True),
           one(1, 2, 17, 16, "float32", True, CAUSAL, public=True), one(2, 1, 45, 32, "float32", False, LOOP),
-          one(2, 1, 45, 32, "float32", True, CAUSAL, public=True), one(1, 2, 33, 16, "float16", True, CAUSAL, public=True)]
+          one(2, 1, 45, 32, "float32", True, CAUSAL, public=True), one(1, 2, 33, 16, "float16", True, CAUSAL, public=True),
+          one(1, 2, 40, 16, "float32", True, BLOCKS, {"BLOCK_M": 32, "BLOCK_N": 16}, public=True),
+          one(1, 2, 40, 16, "float32", True, BLOCKS, {"BLOCK_M": 16, "BLOCK_N": 32}),
+          one(1, 2, 24, 16, "float32", False, SCALE, {"sm_scale": 1.0})]
     long_s = sizes(rng, 65, 140, 2)
     cs += [one(1, 1, long_s[0], 16, "float32", False, LOOP, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, CAUSAL + " " + LOOP, hidden=True),
            one(1, 2, near_multiples(rng, (32, 64), 1, (2, 2))[0], 16, "float32", True, CAUSAL, hidden=True),
-           one(1, 1, sizes(rng, 20, 80)[0], 16, "float16", False, LOOP, hidden=True)]
+           one(1, 1, sizes(rng, 20, 80)[0], 16, "float16", False, LOOP, hidden=True),
+           one(1, 2, sizes(rng, 40, 100)[0], 16, "float32", rng.random() < 0.5, SCALE + " " + BLOCKS,
+               {"sm_scale": round(rng.uniform(0.05, 1.0), 3), "BLOCK_M": rng.choice((16, 32)),
+                "BLOCK_N": rng.choice((16, 32))}, hidden=True)]
     if device == "cuda":
         cs += [one(1, 2, 100, 32, "bfloat16", True, CAUSAL),
                Case("性能 B=4 H=16 S=1024 D=64 float16 causal", "float16", mode="perf", points=2.0,
