@@ -15,7 +15,8 @@ process, with the spec cells' definitions already in its namespace, and must bin
                         tolerances={"float32": (1e-6, 1e-5), "float16": (1e-3, 1e-2)})
 
 The reference is called like the learner's function (same positional arguments and keywords, the
-outputs left out), with every tensor in float64 and contiguous; it returns one tensor per output
+outputs left out, and keywords it has no parameter for, such as block sizes, left out too), with every
+tensor in float64 and contiguous; it returns one tensor per output
 (a tuple when there are several). Nothing here runs in the learner's kernel.
 """
 from __future__ import annotations

@@ -85,17 +85,12 @@ BLOCKS = ("BLOCK_M 和 BLOCK_N 不相等：grid 是 (triton.cdiv(M, BLOCK_M), tr
 OUT = "out 不是连续的（行间有空隙或转置视图）：写 out 的地址用 rm * out.stride(0) + rn * out.stride(1)，不要用 N 和 1。"
 
 
-def drop_blocks(x, y, **blocks):
-    return outer_add_spec(x, y)
-
-
 def cases(device, rng):
     def one(m, n, dt, hint=TAIL, blocks=None, out="contig", **kw):
         tag = {"padded": " out 行间有空隙", "transposed": " out 是转置视图"}.get(out, "")
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
-            kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"),
-                      reference=drop_blocks)
+            kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"))
         return Case(f"M={m} N={n} {dt}{tag}", dt, (Tensor("x", (m,)), Tensor("y", (n,))), call=("x", "y"),
                     outputs=(Tensor("out", (m, n), layout=out),), hint=hint, **kw)
 

@@ -90,10 +90,6 @@ BLOCKS = ("BLOCK_N 和 BLOCK_D 换了大小：grid 是 (triton.cdiv(n, BLOCK_N),
           "行块用 BLOCK_N、列块用 BLOCK_D，不要混用。")
 
 
-def drop_blocks(table, idx, **blocks):
-    return gather_rows_spec(table, idx)
-
-
 def row_ids(v):
     """Row numbers in [0, v): random, with repeats, the first row and the last row both present."""
     def fill(g, shape):
@@ -110,8 +106,7 @@ def cases(device, rng):
         tag += " out 行间有空隙" if out == "padded" else ""
         if blocks:
             tag += f" BLOCK_N={blocks[0]} BLOCK_D={blocks[1]}"
-            kw.update(scalars={"BLOCK_N": blocks[0], "BLOCK_D": blocks[1]}, kwargs=("BLOCK_N", "BLOCK_D"),
-                      reference=drop_blocks)
+            kw.update(scalars={"BLOCK_N": blocks[0], "BLOCK_D": blocks[1]}, kwargs=("BLOCK_N", "BLOCK_D"))
         return Case(f"V={v} D={d} n={n} {dt}{tag}", dt, (Tensor("table", (v, d), layout=layout),
                                                        Tensor("idx", (n,), row_ids(v), dtype="int32")),
                     call=("table", "idx"), outputs=(Tensor("out", (n, d), layout=out),), hint=hint, **kw)

@@ -89,10 +89,6 @@ BLOCKS = ("换了 BLOCK_M、BLOCK_N：grid 是 (triton.cdiv(M, BLOCK_M), triton.
           "行块用 BLOCK_M、列块用 BLOCK_N，不要混用。")
 
 
-def drop_blocks(x, y, **blocks):
-    return add_transposed_spec(x, y)
-
-
 def cases(device, rng):
     def one(m, n, dt, layout="contig", hint=TAIL, x="contig", out="contig", blocks=None, **kw):
         tag = {"padded": " x 行间有空隙", "transposed": " x 是转置视图"}.get(x, "")
@@ -100,8 +96,7 @@ def cases(device, rng):
         tag += {"padded": " out 行间有空隙", "transposed": " out 是转置视图"}.get(out, "")
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
-            kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"),
-                      reference=drop_blocks)
+            kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"))
         return Case(f"M={m} N={n} {dt}{tag}", dt, (Tensor("x", (m, n), layout=x), Tensor("y", (n, m), layout=layout)),
                     call=("x", "y"), outputs=(Tensor("out", (m, n), layout=out),), hint=hint, **kw)
 
