@@ -157,7 +157,7 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
     try:
         for folder, policy_on in ((subs, True), (subs / "runtime", False)):
             if not policy_on:  # the run-time defences alone: every answer cell runs as written
-                monkeypatch.setattr(grade.policy, "audit", lambda cells, names=(): policy.Audit(sources=dict(cells)))
+                monkeypatch.setattr(grade.policy, "audit", lambda cells, *names: policy.Audit(sources=dict(cells)))
             assert cli.main(["grade", str(folder), "--out", str(out if policy_on else out / "runtime"), "--device", "cpu",
                              "--workers", "2", "--timeout", str(CELL_TIMEOUT), "--force"] + flags) == 0
     finally:

@@ -80,7 +80,7 @@ def test_work_left_running_on_another_stream_fails_and_joined_passes(tmp_path, m
     # the answer-cell policy refuses streams outright; this checks the run-time defence on its own
     from grader import policy
 
-    monkeypatch.setattr(grade.policy, "audit", lambda cells, names=(): policy.Audit(sources=dict(cells)))
+    monkeypatch.setattr(grade.policy, "audit", lambda cells, *names: policy.Audit(sources=dict(cells)))
     late = grade.grade(_variant(tmp_path, SIDE_STREAM, "side"), "cuda", cell_timeout=60, seed=13)
     correctness = [t for t in late.tests if not t.name.startswith("性能")]
     assert correctness and all(t.status == "failed" and t.points == 0 for t in correctness), \

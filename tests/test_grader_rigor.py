@@ -35,10 +35,10 @@ CASES = {
     # work done outside Triton: the replay on fresh inputs runs the launches alone
     "copy-kernel-around-host-result": ("ex01_axpy", COPY_KERNEL + [(AXPY_LAUNCH,
         "    t = x.clone()\n    t *= a\n    t += y\n    axpy_kernel[grid](x, t, out, a, n, BLOCK_SIZE=BLOCK_SIZE)\n")],
-        ["重放", "新输入"]),
+        (["重放", "新输入"], ["值变了"])),  # when the repeated case is tiny, its host result is a small buffer that changed
     "negate-kernel-around-host-result": ("ex01_axpy", [(AXPY_STORE, "    tl.store(out_ptr + offs, -y, mask=mask)"),
         (AXPY_LAUNCH, "    t = x.clone()\n    t *= -a\n    t -= y\n    axpy_kernel[grid](x, t, out, a, n, BLOCK_SIZE=BLOCK_SIZE)\n")],
-        ["重放", "新输入"]),
+        (["重放", "新输入"], ["值变了"])),
     # a torch copy of an input handed to the kernel: the strided cases fail, and the message names the copy
     "wrapper-makes-b-contiguous": ("ex03_matmul", [("    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))\n",
         "    b = b.contiguous()\n    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))\n")],
@@ -241,7 +241,7 @@ def test_uid_isolation_kills_escapees_and_confines_writes(tmp_path, monkeypatch)
     """Without bubblewrap, as root: the learner's kernel runs as a fresh unprivileged user; a daemon that
     cleared its environment and left the session is killed, and the grader's files stay out of reach."""
     monkeypatch.setenv("TCOURSE_GRADER_SANDBOX", "uid")
-    monkeypatch.setattr(grade.policy, "audit", lambda cells, names=(): policy.Audit(sources=dict(cells)))
+    monkeypatch.setattr(grade.policy, "audit", lambda cells, *names: policy.Audit(sources=dict(cells)))
     victim = tmp_path / "grader_file.txt"
     victim.write_text("grader's", encoding="utf-8")
     victim.chmod(0o644)
