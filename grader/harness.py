@@ -61,7 +61,7 @@ def _returned(ret, outs: dict, in_bufs: dict) -> str:
 def _uninitialized_is_nan():
     """While the learner's function runs, ``torch.empty`` fills what it allocates (NaN, or the largest integer):
     memory the wrapper never wrote then holds the same bytes in every call, so only values it did write can
-    differ between the two calls of a repeated case (:func:`_scalars_that_changed`), and a kernel that reads
+    differ between the two calls of a repeated case (:func:`_host_values_that_changed`), and a kernel that reads
     memory nobody wrote reads NaN."""
     import warnings
 
@@ -137,7 +137,7 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
                     rec["inputs_changed"].append(k)
         if tag:
             rec["launches2"] = log.launches
-            rec["data_scalars"] = _scalars_that_changed(first, log.entries, first_snaps, log.snapshots)
+            rec["data_scalars"] = _host_values_that_changed(first, log.entries, first_snaps, log.snapshots)
         else:
             first, first_snaps = log.entries, log.snapshots
             rec["launches"], rec["other_thread"], rec["problem"] = log.launches, log.other_thread, log.problem
@@ -172,7 +172,7 @@ def _shown(v) -> str:
     return str(_plain(v))[:80]
 
 
-def _scalars_that_changed(first: list, second: list, snaps1: dict | None = None, snaps2: dict | None = None) -> str | None:
+def _host_values_that_changed(first: list, second: list, snaps1: dict | None = None, snaps2: dict | None = None) -> str | None:
     """What changed between two calls on the same shapes with new values: the kernels launched, a launch argument
     (a scalar, a tuple) or grid, or the contents of a small buffer the wrapper filled (a maximum passed in a
     1-element tensor). The wrapper computed it from the input values on the host; the replay would reuse the

@@ -142,8 +142,9 @@ class Interleaving:
 
     # --- under self.cv ---
     def _start(self, program=None) -> None:
-        program = self.pending.pop(0) if program is None else program
-        if program in self.pending:
+        if program is None:
+            program = self.pending.pop(0)
+        else:
             self.pending.remove(program)
         self.live.append(program)
         t = threading.Thread(target=self._program, args=(program,), daemon=True)

@@ -115,9 +115,7 @@ class Guard:
             hot = self.hot
             if hot is None or not hot.size or self.interleaving is None:
                 return
-            a = self.np.asarray(ptrs.data).astype(self.np.int64).ravel()
-            if mask is not None:
-                a = a[self.np.asarray(mask.data).astype(bool).ravel()]
+            a = self.addresses(ptrs, mask).astype(self.np.int64)
             a = a[hot[self.np.clip(self.np.searchsorted(hot, a), 0, hot.size - 1)] == a]
             if a.size:
                 self.interleaving.shared_access(set(a.tolist()), read)
@@ -154,10 +152,7 @@ class Guard:
         """Check the access, and remember its addresses for :meth:`race` (atomics are not recorded)."""
         self.check(ptrs, mask, verb, builder)
         if self.ranges:
-            np = self.np
-            addrs = np.asarray(ptrs.data).astype(np.uint64).ravel()
-            if mask is not None:
-                addrs = addrs[np.asarray(mask.data).astype(bool).ravel()]
+            addrs = self.addresses(ptrs, mask)
             if addrs.size:
                 nx, ny, nz = self._dims
                 x, y, z = builder.grid_idx
@@ -211,11 +206,15 @@ class Guard:
                 return f"{name}[{(addr - lo) // item}]"
         return hex(addr)
 
-    def check(self, ptrs, mask, verb: str, builder) -> None:
+    def addresses(self, ptrs, mask):
+        """The addresses an access touches (its masked-off lanes left out), flat, uint64."""
         np = self.np
         addrs = np.asarray(ptrs.data).astype(np.uint64).ravel()
-        if mask is not None:
-            addrs = addrs[np.asarray(mask.data).astype(bool).ravel()]
+        return addrs if mask is None else addrs[np.asarray(mask.data).astype(bool).ravel()]
+
+    def check(self, ptrs, mask, verb: str, builder) -> None:
+        np = self.np
+        addrs = self.addresses(ptrs, mask)
         if not addrs.size or not self.ranges:
             return
         size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
