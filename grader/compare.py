@@ -278,6 +278,8 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
     if rec.get("compile_error"):
         return mk("failed", f"{str(rec['compile_error'])[:700]}。@triton.jit 函数里只能写 Triton 代码"
                             "（tl.*、算术、range 循环、constexpr 分支），解释器能跑的任意 Python 不算 Triton。")
+    if rec.get("too_many_programs"):
+        return mk("failed", f"{where}：{_too_many_programs(rec['too_many_programs'], case)}")
     if rec.get("oob"):
         return mk("failed", f"{where}：越界访问 —— {str(rec['oob'])[:300]}。即使这个值后来在 store 时被 mask 掉，"
                             f"load 也必须带 mask（mask=offs < n）。{case.hint}")
@@ -377,6 +379,12 @@ def _judge_python(ex, pc, workdir, mk) -> TestResult:
     return mk("passed", f"{len(case.calls)} 次调用全部正确", case.points)
 
 
+def _too_many_programs(counts, case) -> str:
+    programs, limit = (int(v) for v in counts)
+    return (f"有一次 launch 的 grid 有 {programs} 个 program，这一题要求最多 {case.max_programs}={limit} 个：这是 persistent kernel，"
+            f"只启动 {case.max_programs} 个 program，每个 program 循环处理 tile p, p + {case.max_programs}, ...（不是一个 tile 一个 program）。")
+
+
 def _judge_perf(pc, workdir, replay_out, mk) -> TestResult:
     rec = _record(workdir / f"{pc.id}.json", {"launches": int})
     if rec.get("error"):
@@ -384,6 +392,8 @@ def _judge_perf(pc, workdir, replay_out, mk) -> TestResult:
     if rec["launches"] == 0:
         return mk("failed", "计时用的调用没有启动任何 Triton kernel。")
     r = _record(replay_out / f"{pc.id}.json", {}) if (replay_out / f"{pc.id}.json").exists() else {}
+    if r.get("too_many_programs"):
+        return mk("failed", _too_many_programs(r["too_many_programs"], pc.case))
     if r.get("perf_wrong"):
         return mk("failed", f"计时用的调用（{str(pc.case.name)[:60]}）结果不对：{str(r['perf_wrong'])[:120]}。"
                             "性能分只给在计时的形状上也算对的 kernel。")

@@ -82,6 +82,13 @@ def make_plan(ex: Exercise, cases: list[Case], seed: int, workdir: Path, device:
     return planned
 
 
+def _max_programs(case: Case) -> int | None:
+    """The most programs one launch of this case may have (``Case.max_programs`` names the scalar), or None."""
+    if not case.max_programs:
+        return None
+    return int({**case.scalars, **case.perf.get("scalars", {})}[case.max_programs])
+
+
 def write_replay(ex: Exercise, planned: list[PlannedCase], replaydir: Path, device: str, seed: int) -> None:
     """``replay/plan.json`` and the fresh inputs, which the learner's process never had."""
     entries = []
@@ -89,6 +96,6 @@ def write_replay(ex: Exercise, planned: list[PlannedCase], replaydir: Path, devi
         for t in pc.case.inputs:
             _save(replaydir / f"{pc.id}_{t.name}.npy", pc.fresh[t.name], t.dtype_in(pc.case))
         entries.append({**_entry(ex, pc), "order_seed": seed * 7919 + i, "order_check": pc.case.order_check,
-                        "perf_ref": ex.perf_ref, "host_scratch": ex.host_scratch})
+                        "perf_ref": ex.perf_ref, "host_scratch": ex.host_scratch, "max_programs": _max_programs(pc.case)})
     (replaydir / "plan.json").write_text(json.dumps({"exercise": ex.id, "device": device, "cases": entries}),
                                          encoding="utf-8")

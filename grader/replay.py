@@ -487,7 +487,10 @@ class Replayer:
                 return rec
         initial = {k: b.clone() for k, b in bufs.items()}
         rounds = [("fresh", None)]
-        programs = max((int(self.np.prod(e["grid"])) for e in launches), default=0)
+        programs = _most_programs(launches)
+        if case.get("max_programs") and programs > case["max_programs"]:
+            rec["too_many_programs"] = [programs, case["max_programs"]]
+            return rec
         if self.guard is not None and case.get("order_check", True) and 1 < programs <= interleave.MAX_PROGRAMS:
             rounds.append(("interleaved", case["order_seed"]))
         elif self.guard is not None and programs > interleave.MAX_PROGRAMS:
@@ -534,6 +537,9 @@ class Replayer:
         perf = case["perf"]
         rec = {"error": None, "compile_error": None}
         launches = self.read_log(case["id"])
+        if case.get("max_programs") and _most_programs(launches) > case["max_programs"]:
+            rec["too_many_programs"] = [_most_programs(launches), case["max_programs"]]
+            return rec
         dt = getattr(torch, perf["dtype"])
         g = torch.Generator(device="cuda").manual_seed(12345)
         ins = {k: torch.randn(*s, generator=g, device="cuda").to(dt) for k, s in perf["shapes"].items()}
@@ -576,6 +582,11 @@ class Replayer:
         except Exception as e:  # information only
             rec["perf"]["tuned_note"] = f"{type(e).__name__}: {e}"[:200]
         return rec
+
+
+def _most_programs(launches: list[dict]) -> int:
+    """The largest grid of the logged launches, in programs."""
+    return max((math.prod(int(g) for g in e["grid"]) for e in launches), default=0)
 
 
 PERF_TOL = {"float32": (1e-3, 1e-3), "float16": (5e-2, 5e-2), "bfloat16": (5e-2, 5e-2)}  # loose: catches work not done

@@ -86,6 +86,7 @@ class Case:
     calls: tuple = ()                 # python mode: argument tuples
     perf: dict = field(default_factory=dict)  # perf mode: shapes, scalars, call, kwargs, nbytes/flops, ref
     order_check: bool = True          # CPU: also replay the grid with its programs interleaved
+    max_programs: str = ""            # a scalar's name: no launch may have more programs than its value (persistent)
     reference: Callable | None = None  # instead of the exercise's (a case of another function)
 
     def __post_init__(self):

@@ -192,6 +192,8 @@ for step in "${steps[@]}"; do
     bwd2) bwd_test; run probe_bwd2 timeout 400 python3 scripts/probe_issue18.py bwd2 ;;  # its GPU test, then the config sweep
     bwd3) bwd_test; run probe_bwd3 timeout 400 python3 scripts/probe_issue18.py bwd3 ;;  # dQ by TMA reduce-add
     softmax-sweep) run probe_softmax timeout 150 python3 scripts/probe_issue18.py softmax ;;
+    record-ex:*)  # one exercise's GPU recordings (results/h200/*.json), e.g. record-ex:solutions/ex01_axpy.ipynb; the notebook is not written back
+      run "record_$(basename "${step#record-ex:}" .ipynb)" timeout 300 python3 scripts/record_gpu.py "${step#record-ex:}" --out /tmp/recorded_exercises ;;
     record:*)  # one chapter, e.g. record:notebooks/10_backward.ipynb
       run "record_$(basename "${step#record:}" .ipynb)" timeout 300 python3 scripts/record_gpu.py "${step#record:}" ;;
     bench) run bench_suite timeout 540 python3 -m bench --rounds 5 ;;  # the kernel-time pass at the end adds ~90 s

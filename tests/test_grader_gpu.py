@@ -14,6 +14,10 @@ passes every correctness case.
 The side-stream submission launches a kernel that spins for milliseconds on a new stream, then its
 AXPY kernel on the same stream, and returns without waiting: the harness's copy of ``out`` taken at
 the return (on the current stream) misses what lands later.
+
+A submission that launches only part of the work on the timing shape (n = 2^24: the first 2^22
+elements) passes every correctness case and gets no performance points: the replay compares the
+timed launches' outputs with the solution's before timing them.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ SIDE = ("    side = torch.cuda.Stream()\n    side.wait_stream(torch.cuda.current
         "        spin_kernel[(1,)](torch.ones(1, device=x.device), 4_000_000)\n"
         + LAUNCH.replace("    axpy", "        axpy"))
 SIDE_STREAM = [("@triton.jit\ndef axpy_kernel", SPIN), (LAUNCH, SIDE)]
+PART_OF_THE_WORK = [("grid = (triton.cdiv(n, BLOCK_SIZE),)", "grid = (triton.cdiv(min(n, 1 << 22), BLOCK_SIZE),)")]
 SIDE_STREAM_JOINED = SIDE_STREAM + [("    return out", "    torch.cuda.current_stream().wait_stream(side)\n    return out")]
 
 
@@ -91,3 +96,12 @@ def test_work_left_running_on_another_stream_fails_and_joined_passes(tmp_path, m
     assert all(t.status == "passed" for t in joined.tests if not t.name.startswith("性能")), \
         [(t.name, t.status, t.message[:200]) for t in joined.tests if t.status != "passed"]
 
+
+
+def test_timed_launches_that_skip_work_get_no_performance_points(tmp_path):
+    part = grade.grade(_variant(tmp_path, PART_OF_THE_WORK, "part"), "cuda", cell_timeout=60, seed=15)
+    perf = [t for t in part.tests if t.name.startswith("性能")]
+    rest = [t for t in part.tests if not t.name.startswith("性能")]
+    assert all(t.status == "passed" for t in rest), [(t.name, t.status, t.message[:200]) for t in rest if t.status != "passed"]
+    assert perf and all(t.status == "failed" and t.points == 0 for t in perf), [(t.name, t.status, t.message[:200]) for t in perf]
+    assert all("计时用的调用" in t.message and "out" in t.message for t in perf), [t.message[:200] for t in perf]

@@ -85,6 +85,10 @@ CASES = {
                                       "CACHE = {}\n\n\ndef axpy(a, x, y, out=None, BLOCK_SIZE=1024):"),
         (AXPY_LAUNCH, "    if n in CACHE:\n        out.copy_(CACHE[n])\n        return out\n" + AXPY_LAUNCH
          + "    CACHE[n] = out.clone()\n")], ["缓存"]),
+    # a persistent kernel launched one program per tile: right results, not the exercise
+    "persistent-matmul-one-tile-per-program": ("ex11_persistent_matmul", [(
+        "programs = min(NUM_PROGRAMS, triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N))",
+        "programs = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)")], ["persistent", "NUM_PROGRAMS="]),
     # an optional pointer left out (None), as Triton's launcher allows: compiled with it as a constexpr None
     "optional-pointer-left-out": ("ex01_axpy", [
         ("def axpy_kernel(x_ptr, y_ptr, out_ptr, a, n, BLOCK_SIZE: tl.constexpr):",

@@ -12,6 +12,7 @@
 #
 # **规则**：结果由 Triton kernel 算（`torch.matmul`、`@` 等记 0 分），写进 `out` 并返回。TMA 要求行 stride 是 16 字节的倍数，
 # 所以测试里 `K` 和 `N` 都是 8 的倍数（float32 和 float16 都满足），但**不一定**是 block 的倍数；`M` 任意。
+# 每次 launch 的 grid 最多 `NUM_PROGRAMS` 个 program（一个 tile 一个 program 的 grid 不算 persistent，记 0 分）。
 # 测试会传入不同的 `NUM_PROGRAMS`、`BLOCK_M`/`BLOCK_N`/`BLOCK_K`（16、32、64，互相可以不相等）和 `GROUP_M`（1、2、4、8）。
 # 设备端 descriptor 在 GPU 上需要一块 scratch 内存：包装函数里先 `triton.set_allocator(...)`（模板已写好）。
 # 这个练习在 Triton 3.6 和 3.9 的 CPU 解释器里都能运行（两者都支持 descriptor）。
@@ -99,7 +100,7 @@ def cases(device, rng):
         extra = extra or {}
         return Case(f"M={m} N={n} K={k} {dt} NUM_PROGRAMS={programs}" + "".join(f" {a}={v}" for a, v in extra.items()), dt,
                     (Tensor("a", (m, k)), Tensor("b", (k, n))), {"NUM_PROGRAMS": programs, **extra}, ("a", "b"),
-                    ("NUM_PROGRAMS", *extra), out_shape=(m, n), hint=hint, **kw)
+                    ("NUM_PROGRAMS", *extra), out_shape=(m, n), hint=hint, max_programs="NUM_PROGRAMS", **kw)
 
     eight = lambda lo, hi: 8 * sizes(rng, lo // 8, hi // 8)[0]  # noqa: E731  (TMA: 16-byte row strides)
     cs = [one(1, 8, 8, "float32", public=True), one(37, 40, 24, "float32", public=True),
@@ -118,7 +119,7 @@ def cases(device, rng):
                 "GROUP_M": rng.choice((1, 2, 8))}, hidden=True)]
     if device == "cuda":
         cs += [one(200, 136, 264, "bfloat16", LOOP),
-               Case("性能 4096^3 float16", "float16", mode="perf", points=2.0,
+               Case("性能 4096^3 float16", "float16", mode="perf", points=2.0, max_programs="NUM_PROGRAMS",
                     perf={"shapes": {"a": [4096, 4096], "b": [4096, 4096]}, "outputs": {"out": [4096, 4096]}, "scalars": {"NUM_PROGRAMS": 132},
                           "call": ["a", "b"], "kwargs": ["NUM_PROGRAMS"], "flops": 2 * 4096 ** 3,
                           "tuning": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}})]
