@@ -148,7 +148,8 @@ def cases(device, rng):
           one(2, 3, 40, 16, "float32", True, hint=BLOCKS, extra={"BLOCK_M": 32, "BLOCK_N": 16}, public=True),
           one(1, 2, 40, 16, "float32", True, hint=BLOCKS, extra={"BLOCK_M": 16, "BLOCK_N": 32}),
           one(1, 2, 40, 32, "float32", False, hint=SCALE, extra={"sm_scale": 0.5}),
-          one(1, 1, 20, 16, "float32", False, _neg_q, NEG, k_fill=_pos_k)]
+          one(1, 1, 20, 16, "float32", False, _neg_q, NEG, k_fill=_pos_k),
+          one(1, 1, 24, 64, "float32", True, hint=CAUSAL)]  # the head size the timing case uses
     long_s = sizes(rng, 129, 320, 2)
     cs += [one(1, 2, long_s[0], 16, "float32", False, hint=ONLINE, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, hint=CAUSAL + " " + ONLINE, hidden=True),
