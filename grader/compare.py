@@ -294,6 +294,11 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
         return mk("failed", f"{where}：数据竞争 —— {str(rec['race'])[:300]}。在 GPU 上一次 launch 的 program 同时运行、没有先后顺序："
                             "每个元素只能由一个 program 写；要合并多个 program 的结果，用 tl.atomic_add 等原子操作，或者分两次 launch。"
                             f"{case.hint}")
+    if rec.get("lane_race"):
+        return mk("failed", f"{where}：一个 program 内部的数据竞争 —— {str(rec['lane_race'])[:300]}。解释器一次对整个块执行一条语句，"
+                            "所以在 CPU 上结果是对的；GPU 上一个 program 的元素分在不同的线程和 warp 上，两次 tl.debug_barrier() "
+                            "之间它们没有先后：通过全局内存把值传给同一个 program 的另一个元素，写和读之间（读完再改写之前也一样）"
+                            f"要有 tl.debug_barrier()，或者干脆不经过内存（tl.cumsum、tl.sum 等在寄存器里完成）。{case.hint}")
     if rec.get("deadlock"):
         return mk("failed", f"{where}：按 program 编号依次运行时跑完了，让 program 像在 GPU 上那样交错运行时，"
                             f"{str(rec['deadlock'])[:300]}。等待别的 program 的标志或锁，只有在被等的 program 一定会"

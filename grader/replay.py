@@ -33,7 +33,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from . import interleave
+from . import interleave, lanes
 
 LOG_CAP = 4 << 20
 SNAP_CAP = 256 << 20
@@ -55,6 +55,10 @@ class DataRace(RuntimeError):
     """Two programs of one launch touch the same element, one of them writing, without atomics."""
 
 
+class LaneRace(RuntimeError):
+    """Two elements of one program pass a value through global memory without a barrier (:mod:`grader.lanes`)."""
+
+
 # --- memory checks and program order (interpreter only) ----------------------------------------------
 
 class Guard:
@@ -73,6 +77,7 @@ class Guard:
         self.shared: dict = {}  # launch number -> (sorted addresses that several programs touch, one writing)
         self.launch_no = 0
         self.hot = None         # the current interleaved launch's shared addresses
+        self.lanes = lanes.Lanes()  # in order only: elements of one program passing values without a barrier
         self._dims = (1, 1, 1)
 
     def install(self):
@@ -80,10 +85,11 @@ class Guard:
         from triton.runtime import interpreter as I
 
         b = I.interpreter_builder
-        names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas", "set_grid_dim")
+        names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas", "set_grid_dim",
+                 "create_barrier")
         saved = {n: b.__dict__.get(n) for n in names}
         load, store, rmw, cas = b.create_masked_load, b.create_masked_store, b.create_atomic_rmw, b.create_atomic_cas
-        set_dim = b.set_grid_dim
+        set_dim, barrier = b.set_grid_dim, b.create_barrier
         xchg = I._ir.ATOMIC_OP.XCHG
 
         def step():  # every memory access is a point where another program may run first
@@ -96,9 +102,16 @@ class Guard:
                 self.interleaving.seen((kind, ptrs.data.tobytes(), result.data.tobytes()) if small else None)
             return result
 
+        def in_order(access, ptrs, mask):  # the lanes of the program running now (the in-order replay)
+            if self.interleaving is None and self.ranges:
+                np = self.np
+                pos = np.arange(ptrs.data.size) if mask is None else np.flatnonzero(np.asarray(mask.data).astype(bool))
+                access(tuple(int(v) for v in b.grid_idx), self.addresses(ptrs, mask).astype(np.int64), pos, self.label)
+
         def masked_load(ptrs, mask, *args, **kw):
             step()
             self.note(ptrs, mask, self.loads, b, "读取")
+            in_order(self.lanes.load, ptrs, mask)
             result = seen("load", ptrs, load(ptrs, mask, *args, **kw))
             shared(ptrs, mask, True)
             return result
@@ -106,6 +119,7 @@ class Guard:
         def masked_store(ptrs, value, mask, *args, **kw):
             step()
             self.note(ptrs, mask, self.stores, b, "写入")
+            in_order(self.lanes.store, ptrs, mask)
             result = store(ptrs, value, mask, *args, **kw)
             seen("store", ptrs, None)
             shared(ptrs, mask, False)
@@ -132,13 +146,17 @@ class Guard:
             self.locking = True
             return seen("cas", ptr, cas(ptr, *args, **kw))
 
+        def debug_barrier():
+            self.lanes.barrier()
+            return barrier()
+
         def grid_dim(nx, ny, nz):
             set_dim(nx, ny, nz)
             self._dims = (nx, ny, nz)
 
         b.create_masked_load, b.create_masked_store = masked_load, masked_store
         b.create_atomic_rmw, b.create_atomic_cas = atomic_rmw, atomic_cas
-        b.set_grid_dim = grid_dim
+        b.set_grid_dim, b.create_barrier = grid_dim, debug_barrier
 
         def uninstall():
             for n, v in saved.items():
@@ -438,6 +456,7 @@ class Replayer:
                 for k, t in bufs.items() if k.startswith("scratch:")]
             self.guard.first, self.guard.loads, self.guard.stores, self.guard.locking = None, [], [], False
             self.guard.launch_no = 0
+            self.guard.lanes.take()
             if interleave_seed is None:
                 self.guard.shared = {}
             rng = self.np.random.default_rng(interleave_seed) if interleave_seed is not None else None
@@ -454,6 +473,9 @@ class Replayer:
                 race = self.guard.race() if self.guard is not None else None
                 if race:
                     raise DataRace(race)
+                lane = self.guard.lanes.take() if self.guard is not None else None
+                if lane:
+                    raise LaneRace(lane)
             if self.device == "cuda":
                 self.torch.cuda.synchronize()
         finally:
@@ -502,6 +524,9 @@ class Replayer:
                 self.run_launches(launches, bufs, spans, seed)
             except DataRace as e:
                 rec["race"] = str(e)
+                return rec
+            except LaneRace as e:
+                rec["lane_race"] = str(e)
                 return rec
             except interleave.Deadlock as e:
                 rec["deadlock"] = str(e)

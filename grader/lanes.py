@@ -1,0 +1,76 @@
+"""A race between the threads of one program, which the interpreter cannot show by running it.
+
+The interpreter runs each statement over all of a program's elements at once, so a program that stores a
+block to global memory and then reads back elements that *other* elements stored (a scan through a scratch
+buffer, a shift by one) gets the values it expects. On a GPU a program's elements are spread over threads
+and warps that run in no set order between barriers: without ``tl.debug_barrier()`` between the store and
+the load, a thread may read before the other thread's store lands (or, the other way round, overwrite a
+value another thread has not read yet).
+
+:class:`Lanes` follows one program at a time (the in-order replay): per address, the position (element of
+the access's tensor, row-major) that last stored it and the positions that loaded it since the last
+barrier. A load of an address another position stored, or a store to an address another position loaded,
+is reported. Reading back what the same position wrote is fine (the same thread on a GPU, as long as the
+two accesses have the same shape, which is how kernels write it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class Lanes:
+    def __init__(self):
+        self.program = None
+        self.found: str | None = None
+        self._reset()
+
+    def _reset(self):
+        empty = np.empty(0, dtype=np.int64)
+        self.s_addr, self.s_pos = empty, empty                # sorted unique addresses, the position that stored each
+        self.l_addr, self.l_lo, self.l_hi = empty, empty, empty  # sorted unique addresses, lowest/highest loading position
+
+    def barrier(self):
+        self._reset()
+
+    def _enter(self, program) -> None:
+        if program != self.program:
+            self.program = program
+            self._reset()
+
+    def load(self, program, addrs: np.ndarray, pos: np.ndarray, label) -> None:
+        self._enter(program)
+        if self.found is None and self.s_addr.size:
+            at = np.clip(np.searchsorted(self.s_addr, addrs), 0, self.s_addr.size - 1)
+            other = (self.s_addr[at] == addrs) & (self.s_pos[at] != pos)
+            if other.any():
+                i = int(np.argmax(other))
+                self.found = (f"program {program} 里，元素 {int(pos[i])} 读取了同一个 program 的元素 {int(self.s_pos[at[i]])} "
+                              f"刚写进 {label(int(addrs[i]))} 的值，中间没有 tl.debug_barrier()")
+        a = np.concatenate([self.l_addr, addrs])
+        lo = np.concatenate([self.l_lo, pos])
+        hi = np.concatenate([self.l_hi, pos])
+        order = np.argsort(a, kind="stable")
+        a, lo, hi = a[order], lo[order], hi[order]
+        self.l_addr, first = np.unique(a, return_index=True)
+        self.l_lo, self.l_hi = np.minimum.reduceat(lo, first), np.maximum.reduceat(hi, first)
+
+    def store(self, program, addrs: np.ndarray, pos: np.ndarray, label) -> None:
+        self._enter(program)
+        if self.found is None and self.l_addr.size:
+            at = np.clip(np.searchsorted(self.l_addr, addrs), 0, self.l_addr.size - 1)
+            other = (self.l_addr[at] == addrs) & ((self.l_lo[at] != pos) | (self.l_hi[at] != pos))
+            if other.any():
+                i = int(np.argmax(other))
+                reader = int(self.l_lo[at[i]]) if int(self.l_lo[at[i]]) != int(pos[i]) else int(self.l_hi[at[i]])
+                self.found = (f"program {program} 里，元素 {int(pos[i])} 改写了 {label(int(addrs[i]))}，同一个 program 的"
+                              f"元素 {reader} 在这之前读过它，中间没有 tl.debug_barrier()")
+        a = np.concatenate([addrs, self.s_addr])  # this store first: np.unique keeps its position
+        p = np.concatenate([pos, self.s_pos])
+        self.s_addr, first = np.unique(a, return_index=True)
+        self.s_pos = p[first]
+
+    def take(self) -> str | None:
+        """The first race seen since the last call (then forgotten, with the records)."""
+        found, self.found, self.program = self.found, None, None
+        self._reset()
+        return found
