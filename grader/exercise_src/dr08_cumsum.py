@@ -19,6 +19,9 @@
 # - `out` 也可能行间有空隙（`out.stride(0) > N`，`out.stride(1) == 1`）：写第 `row` 行用 `row * out.stride(0)`。
 # - 评分器还会让 grid 里的 program **交错运行**再跑一遍（随机顺序开始，每次访存后都可能换别的 program 先跑，像在 GPU 上）：
 #   一个 program 不能假定另一个 program 已经跑完，除非真的等到了它写的标志（见下面的提示）。
+# - 同一个 program 里的元素也一样：先 `tl.store` 一块、再 `tl.load` 别的元素写的值（比如自己用全局内存做倍增扫描），
+#   写和读之间要 `tl.debug_barrier()`（读完再覆盖之前也要）。解释器一次对整块执行一条语句，看不出问题；
+#   GPU 上这些元素分在不同线程和 warp 上。评分器会检查这一点。
 # %% id=dr08-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
