@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -254,7 +255,73 @@ def appendix_targets(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+# the suite runs from which the GPU kernels these rows time stayed the same (issue18/bench_suite_runN.json), and the
+# rows that sat within their spread of the target; an attention-forward row is split where its kernel changed
+FIRST_RUN = 11
+NEW_FORWARD_FROM = 18
+RUN_ROWS = (
+    ("axpy fp32 n=2^24", "axpy", "fp32 n=2^24", "torch.add"),
+    ("axpy fp32 n=2^27", "axpy", "fp32 n=2^27", "torch.add"),
+    ("softmax fp32 4096×1024", "softmax", "fp32 4096x1024", "torch.softmax"),
+    *((f"matmul {dt} {n}³", "matmul", f"{dt} {n}x{n}x{n}", "torch.matmul") for n in (1024, 4096, 8192) for dt in ("fp16", "bf16")),
+    ("attention fp16 S1024 D64", "attention", "fp16 B4 H32 S1024 D64", "sdpa_default"),
+    ("attention fp16 S4096 D64 causal", "attention", "fp16 B4 H32 S4096 D64 causal", "sdpa_default"),
+    *((f"attention_bwd fp16 S4096 {d}", "attention_bwd", f"fp16 B4 H32 S4096 {d}", "sdpa_default")
+      for d in ("D64", "D64 causal", "D128", "D128 causal")),
+)
+CHINESE_COUNT = "零一二三四五六七八九十"
+
+
+def _count(n: int) -> str:
+    return CHINESE_COUNT[n] if n <= 10 else ("十" + CHINESE_COUNT[n - 10] if n < 20 else str(n))
+
+
+def suite_runs(results: Path) -> list[tuple[int, dict]]:
+    runs = []
+    for p in (results / "issue18").glob("bench_suite_run*.json"):
+        n = int(p.stem.removeprefix("bench_suite_run"))
+        if n >= FIRST_RUN:
+            runs.append((n, json.loads(p.read_text(encoding="utf-8"))))
+    if not runs:
+        raise Missing("issue18/bench_suite_run*.json")
+    return sorted(runs, key=lambda r: r[0])
+
+
+def appendix_runs(results: Path) -> str:
+    """The rows near their target in every full suite run since the kernels they time last changed: each run's ratio,
+    the median, the kernel-time ratios, and whether the median meets the target."""
+    runs = suite_runs(results)
+    times = " / ".join(d["date"][11:16] for _, d in runs)
+    timed = [(n, d) for n, d in runs if any("kernel_time_speedup" in s for s in d["summary"])]
+    lines = [f"{_count(len(runs))}次整套运行（{runs[0][1]['date'][:10]} {runs[0][1]['date'][11:16]} 到 "
+             f"{runs[-1][1]['date'][:10]} {runs[-1][1]['date'][11:16]} UTC，`issue18/bench_suite_run{runs[0][0]}.json`–"
+             f"`run{runs[-1][0]}.json`）里，离目标不到离散度的几行每次的比值（do_bench 中位数，两位小数）、中位数（三位：有几行只差"
+             f"千分之几）和 kernel 时间（从第 {timed[0][0]} 次起才有）。attention 前向在第 {NEW_FORWARD_FROM} 次之前换了 kernel，"
+             "‖ 隔开前后两段，“达到”按换 kernel 之后判定；4096³ 两行的目标要整个 p20–p80 区间高于 1，按每次的区间判定。"
+             "括号里是几次单独达标：", "",
+             f"| 形状 | 各次（{times}） | 中位数 | kernel 时间 | 目标 | 达到 |", "|---|---|---|---|---|---|"]
+    for label_, fam, case, base in RUN_ROWS:
+        rows = [(n, next((s for s in d["summary"] if (s["family"], s["case"], s["baseline"]) == (fam, case, base)
+                          and "speedup" in s), None), d) for n, d in runs]
+        rows = [(n, s, d) for n, s, d in rows if s is not None]
+        target = max(rows[-1][1]["target"], RAISED_TARGETS.get((fam, case, base), 0))
+        split = fam == "attention"
+        groups = [[r for r in rows if r[0] < NEW_FORWARD_FROM], [r for r in rows if r[0] >= NEW_FORWARD_FROM]] if split else [rows]
+        judged = groups[-1]
+        cases = {n: next(c for c in d["cases"] if (c["family"], c["name"]) == (fam, case)) for n, _, d in judged}
+        met_each = [meets(fam, case, base, cases[n]["vs"][base], target) for n, _, _ in judged]
+        med = [statistics.median(s["speedup"] for _, s, _ in g) for g in groups]
+        kernel = [[f"{s['kernel_time_speedup']:.2f}" for _, s, _ in g if s.get("kernel_time_speedup")] for g in groups]
+        band = (fam, case, base) in BAND_TARGETS
+        ok = all(met_each) if band else med[-1] >= target
+        each = " ‖ ".join(" / ".join(f"{s['speedup']:.2f}" for _, s, _ in g) for g in groups)
+        lines.append(f"| {label_} | {each} | {' ‖ '.join(f'{m:.3f}' for m in med)} | {' ‖ '.join(' / '.join(k) for k in kernel)} | "
+                     f"≥{target:g}{'，离散度高于它' if band else ''} | {'是' if ok else '**否**'}（{_count(sum(met_each))}次） |")
+    return "\n".join(lines) + "\n"
+
+
 GENERATORS = {
+    "appendix-runs": appendix_runs,
     "appendix-targets": appendix_targets,
     "readme-h200": readme_h200,
     "tutorial-axpy": tutorial_axpy,
