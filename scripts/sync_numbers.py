@@ -291,15 +291,15 @@ def appendix_runs(results: Path) -> str:
     """The rows near their target in every full suite run since the kernels they time last changed: each run's ratio,
     the median, the kernel-time ratios, and whether the median meets the target."""
     runs = suite_runs(results)
-    times = " / ".join(d["date"][11:16] for _, d in runs)
-    timed = [(n, d) for n, d in runs if any("kernel_time_speedup" in s for s in d["summary"])]
+    when = {n: d["date"][5:16].replace("T", " ") for n, d in runs}  # 12-03 16:00
+    timed = next(n for n, d in runs if any("kernel_time_speedup" in s for s in d["summary"]))
     lines = [f"{_count(len(runs))}次整套运行（{runs[0][1]['date'][:10]} {runs[0][1]['date'][11:16]} 到 "
              f"{runs[-1][1]['date'][:10]} {runs[-1][1]['date'][11:16]} UTC，`issue18/bench_suite_run{runs[0][0]}.json`–"
              f"`run{runs[-1][0]}.json`）里，离目标不到离散度的几行每次的比值（do_bench 中位数，两位小数）、中位数（三位：有几行只差"
-             f"千分之几）和 kernel 时间（从第 {timed[0][0]} 次起才有）。attention 前向在第 {NEW_FORWARD_FROM} 次之前换了 kernel，"
+             f"千分之几）和 kernel 时间（{when[timed]} 起才有）。attention 前向在 {when[NEW_FORWARD_FROM]} 那次之前换了 kernel，"
              "‖ 隔开前后两段，“达到”按换 kernel 之后判定；4096³ 两行的目标要整个 p20–p80 区间高于 1，按每次的区间判定。"
              "括号里是几次单独达标：", "",
-             f"| 形状 | 各次（{times}） | 中位数 | kernel 时间 | 目标 | 达到 |", "|---|---|---|---|---|---|"]
+             f"| 形状 | 各次（{' / '.join(when.values())}） | 中位数 | kernel 时间 | 目标 | 达到 |", "|---|---|---|---|---|---|"]
     for label_, fam, case, base in RUN_ROWS:
         rows = [(n, next((s for s in d["summary"] if (s["family"], s["case"], s["baseline"]) == (fam, case, base)
                           and "speedup" in s), None), d) for n, d in runs]
