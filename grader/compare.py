@@ -14,6 +14,7 @@ went wrong.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -75,7 +76,9 @@ def _idx(flat: int, shape) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, shape)) if shape else ()
 
 
-def _error_message(text: str) -> str:
+def _error_message(text: str, keywords=()) -> str:
+    """The learner's call failed: its last line, and what to do for the failures learners meet most. ``keywords``:
+    the names the case passed by keyword."""
     last = text.strip().splitlines()[-1] if text.strip() else text
     if "NotImplementedError" in last:
         return f"还没有实现：{last}"
@@ -84,6 +87,10 @@ def _error_message(text: str) -> str:
                 "或者只在 GPU 上用多个 Config）")
     if "NameError" in last:
         return f"调用你的函数时出错：{last}（评分时只运行模板和答案单元：辅助代码要写在答案单元里）"
+    keyword = re.search(r"unexpected keyword argument '(\w+)'", last)
+    if keyword and keyword[1] in keywords:  # a notebook started from an older template, or a renamed parameter
+        return (f"调用你的函数时出错：{last}（这个测试按关键字传入 {keyword[1]}，你的函数没有这个参数：对照练习开头"
+                f"“要做的事”里的签名，把 {keyword[1]} 加进参数表，用上它的值。练习模板更新过时，旧笔记本会缺这样的参数）")
     return f"调用你的函数时出错：{last}"
 
 
@@ -211,7 +218,7 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestRes
     if rec.get("forbidden"):
         return mk("failed", f"调用了 {str(rec['forbidden'])[:80]}：这一题要求结果由你的 Triton kernel 计算，不能用 torch 算子代替。")
     if rec.get("error"):
-        return mk("error", _error_message(str(rec["error"])))
+        return mk("error", _error_message(str(rec["error"]), case.kwargs))
     if rec.get("other_thread"):
         return mk("failed", f"有 {rec['other_thread']} 次 Triton kernel launch 来自另一个线程：结果要在调用你的函数的线程里、"
                             "函数返回之前算好，不能交给后台线程。")
@@ -371,7 +378,7 @@ def _judge_python(ex, pc, workdir, mk) -> TestResult:
     case = pc.case
     rec = _record(workdir / f"{pc.id}.json", {})
     if rec.get("error"):
-        return mk("error", _error_message(str(rec["error"])))
+        return mk("error", _error_message(str(rec["error"]), case.kwargs))
     values = rec.get("values")
     if not isinstance(values, list) or len(values) != len(case.calls):
         raise BadRecord(f"{pc.id}.json: {len(values) if isinstance(values, list) else 'no'} values for {len(case.calls)} calls")
@@ -393,7 +400,7 @@ def _too_many_programs(counts, case) -> str:
 def _judge_perf(pc, workdir, replay_out, mk) -> TestResult:
     rec = _record(workdir / f"{pc.id}.json", {"launches": int})
     if rec.get("error"):
-        return mk("error", _error_message(str(rec["error"])))
+        return mk("error", _error_message(str(rec["error"]), pc.case.perf.get("kwargs", ())))
     if rec["launches"] == 0:
         return mk("failed", "计时用的调用没有启动任何 Triton kernel。")
     r = _record(replay_out / f"{pc.id}.json", {}) if (replay_out / f"{pc.id}.json").exists() else {}

@@ -89,6 +89,11 @@ CASES = {
     "persistent-matmul-one-tile-per-program": ("ex11_persistent_matmul", [(
         "programs = min(NUM_PROGRAMS, triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N))",
         "programs = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)")], ["persistent", "NUM_PROGRAMS="]),
+    # a notebook from before the template gained a parameter: the message says which one the case passes
+    "wrapper-without-a-parameter-the-case-passes": ("ex10_layernorm_backward", [
+        ("def layernorm_backward(x, weight, dy, eps=1e-5, dx=None, dw=None, db=None, G=None):",
+         "def layernorm_backward(x, weight, dy, eps=1e-5, dx=None, dw=None, db=None):\n    G = None")],
+        ["没有这个参数", "把 G 加进参数表"]),
     # an optional pointer left out (None), as Triton's launcher allows: compiled with it as a constexpr None
     "optional-pointer-left-out": ("ex01_axpy", [
         ("def axpy_kernel(x_ptr, y_ptr, out_ptr, a, n, BLOCK_SIZE: tl.constexpr):",
