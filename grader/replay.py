@@ -509,10 +509,10 @@ class Replayer:
                 return rec
         initial = {k: b.clone() for k, b in bufs.items()}
         rounds = [("fresh", None)]
-        programs = _most_programs(launches)
-        if case.get("max_programs") and programs > case["max_programs"]:
-            rec["too_many_programs"] = [programs, case["max_programs"]]
+        rec["too_many_programs"] = _over_program_cap(case, launches)
+        if rec["too_many_programs"]:
             return rec
+        programs = _most_programs(launches)
         if self.guard is not None and case.get("order_check", True) and 1 < programs <= interleave.MAX_PROGRAMS:
             rounds.append(("interleaved", case["order_seed"]))
         elif self.guard is not None and programs > interleave.MAX_PROGRAMS:
@@ -562,8 +562,8 @@ class Replayer:
         perf = case["perf"]
         rec = {"error": None, "compile_error": None}
         launches = self.read_log(case["id"])
-        if case.get("max_programs") and _most_programs(launches) > case["max_programs"]:
-            rec["too_many_programs"] = [_most_programs(launches), case["max_programs"]]
+        rec["too_many_programs"] = _over_program_cap(case, launches)
+        if rec["too_many_programs"]:
             return rec
         dt = getattr(torch, perf["dtype"])
         g = torch.Generator(device="cuda").manual_seed(12345)
@@ -612,6 +612,12 @@ class Replayer:
 def _most_programs(launches: list[dict]) -> int:
     """The largest grid of the logged launches, in programs."""
     return max((math.prod(int(g) for g in e["grid"]) for e in launches), default=0)
+
+
+def _over_program_cap(case: dict, launches: list[dict]) -> list[int] | None:
+    """[programs, cap] when a launch has more programs than the case allows (``Case.max_programs``), else None."""
+    cap, programs = case.get("max_programs"), _most_programs(launches)
+    return [programs, cap] if cap and programs > cap else None
 
 
 PERF_TOL = {"float32": (1e-3, 1e-3), "float16": (5e-2, 5e-2), "bfloat16": (5e-2, 5e-2)}  # loose: catches work not done
