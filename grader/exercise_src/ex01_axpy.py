@@ -130,7 +130,7 @@ def cases(device, rng):
     cs += [one(n, "float32", BIG, hidden=True) for n in sizes(rng, (1 << 20) + 1, (1 << 20) + 70_000)]
     cs += [one(n, "float16", TAIL, hidden=True) for n in sizes(rng, 100, 20_000)]
     a = rng.choice((-1, 1)) * rng.randint(1, 16) / 4 + rng.choice((0.0, 0.125))  # a multiple of 1/8 (exact in float16) ...
-    a = a if a != -1.75 else 3.25  # ... that is not the default
+    a = a if a not in (-1.75, 1.0) else 3.25  # ... that is not the default, nor 1 (where a kernel that ignores a is right)
     cs += [one(n, "float32", f"{SCALAR}{BLOCK}", a=a, block=rng.choice((256, 512, 2048)), hidden=True)
            for n in sizes(rng, 3000, 9000)]
     if device == "cuda":
