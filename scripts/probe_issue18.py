@@ -1859,19 +1859,16 @@ def mmp() -> list:
     return rows
 
 
-def mmclock() -> list:
-    """Session 21, after ``mmp`` (a tie at 4096^3): each of the public ``matmul``, cuBLAS and the persistent Gluon kernel
-    multiplies 4096^3 back to back for 2 s (no L2 flush), after 1 s idle, two rounds, fp16 and bf16, while the session
-    step logs the SM clock and board power every 50 ms; each window's start and end (epoch seconds, and the host's
-    local time as nvidia-smi prints it), its calls and its TFLOP/s from CUDA events around the whole window."""
-    from tcourse.kernels import matmul_kernels as MK
-
+def _clock_windows(make_variants) -> list:
+    """Each variant of ``make_variants(a, b)`` multiplies 4096^3 back to back for 2 s (no L2 flush), after 1 s idle, two
+    rounds, fp16 and bf16, while the session step logs the SM clock and board power every 50 ms; each window's start and
+    end (epoch seconds, and the host's local time as nvidia-smi prints it), its calls and its TFLOP/s from CUDA events
+    around the whole window."""
     rows: list = []
     n = 4096
     for dt in (torch.float16, torch.bfloat16):
         a, b = (torch.randn(n, n, device="cuda", dtype=dt) for _ in range(2))
-        variants = {"public matmul": lambda: MK.matmul(a, b), "cuBLAS": lambda: a @ b,
-                    "persistent Gluon 128x256x64": _persistent_fn(a, b, PERSISTENT_CONFIGS["persistent 128x256x64 3st"])}
+        variants = make_variants(a, b)
         for rnd in range(2):
             for name, fn in variants.items():
                 for _ in range(10):
@@ -1895,6 +1892,107 @@ def mmclock() -> list:
                              "calls": calls, "gpu_ms": ms, "tflops": 2 * n**3 * calls / (ms * 1e-3) / 1e12})
                 print(f"  {str(dt):<15} {name:<28} round {rnd}: {calls} calls, {rows[-1]['tflops']:.0f} TFLOP/s", flush=True)
     return rows
+
+
+def mmclock() -> list:
+    """Session 21, after ``mmp`` (a tie at 4096^3): the public ``matmul``, cuBLAS and the persistent Gluon kernel in
+    ``_clock_windows``."""
+    from tcourse.kernels import matmul_kernels as MK
+
+    return _clock_windows(lambda a, b: {
+        "public matmul": lambda: MK.matmul(a, b), "cuBLAS": lambda: a @ b,
+        "persistent Gluon 128x256x64": _persistent_fn(a, b, PERSISTENT_CONFIGS["persistent 128x256x64 3st"])})
+
+
+CLUSTER_BUILD = Path(".gpu/cluster_matmul")  # scripts/cluster_matmul.py build, here with Triton 3.9
+
+
+def _cluster_kernels() -> dict:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cluster_matmul
+
+    return cluster_matmul.load(CLUSTER_BUILD)
+
+
+def mccheck() -> list:
+    """Session 28: the 2-CTA multicast matmul (``scripts/cluster_matmul.py``, compiled by Triton 3.9, launched through
+    this Triton's launcher) in each config against fp64, fresh inputs each case: square sizes, ragged edges in M, N and K,
+    a cluster whose second CTA is wholly past M, fewer tiles than clusters, many tiles a cluster. Hand-written barriers
+    between CTAs, so the session runs it under a time limit before ``mc``."""
+    rows: list = []
+    kernels = _cluster_kernels()
+    for (name, dt), kern in kernels.items():
+        rows.append({"kernel": name, "dtype": dt, "registers": kern.regs, "spills": kern.spills,
+                     "max_active_clusters": kern.max_clusters})
+        print(f"  {name} {dt}: {kern.regs} registers, {kern.spills} spills, {kern.max_clusters} clusters at once",
+              flush=True)
+    for (name, dt), kern in kernels.items():
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]
+        for M, N, K in ((4096, 4096, 4096), (128, 256, 64), (1000, 1000, 1000), (4000, 4104, 1000), (256, 512, 4096),
+                        (3000, 2000, 720), (8192, 8192, 1024)):
+            a, b = torch.randn(M, K, device="cuda", dtype=dtype), torch.randn(K, N, device="cuda", dtype=dtype)
+
+            def one(a=a, b=b, kern=kern):
+                out = kern.prepare(a, b)()
+                torch.cuda.synchronize()
+                err = _rel(out, a.double() @ b.double())
+                return {"err": err, "ok": bool(err < 2e-2 and torch.isfinite(out).all())}
+            _guard(rows, {"dtype": dt, "mnk": [M, N, K], "kernel": name}, one)
+    print("all ok:", all(r.get("ok", True) for r in rows) and len(rows) > len(kernels), flush=True)
+    return rows
+
+
+def mc() -> list:
+    """Session 28, after ``mccheck``: 4096^3 and 8192^3, each multicast config beside the public ``matmul`` (Triton's
+    persistent TMA kernel) and the session-21 persistent Gluon kernel (no multicast), each against torch; do_bench and
+    GPU time (5 interleaved rounds each), kernel time (3) at 4096^3; fp16 and bf16."""
+    from tcourse.kernels import matmul_kernels as MK
+
+    rows: list = []
+    kernels = _cluster_kernels()
+    for timer, rounds in (("do_bench", 5), ("gpu_time", 5), ("kernel", 3)):
+        for n in (4096, 8192):
+            for dt, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+                if n == 8192 and timer == "kernel":
+                    continue
+                a, b = (torch.randn(n, n, device="cuda", dtype=dtype) for _ in range(2))
+                variants = {"public matmul": lambda: MK.matmul(a, b),
+                            "persistent Gluon 128x256x64 3st": _persistent_fn(
+                                a, b, PERSISTENT_CONFIGS["persistent 128x256x64 3st"]),
+                            **{name: kern.prepare(a, b) for (name, d), kern in kernels.items() if d == dt}}
+                for name, fn in variants.items():
+                    _guard(rows, {"timer": timer, "n": n, "dtype": dt, "kernel": name},
+                           lambda fn=fn: _cmp(fn, lambda: a @ b, timer=timer, rounds=rounds))
+    return rows
+
+
+def mcclock() -> list:
+    """Session 28, after ``mc`` (a tie again): does the multicast change the power or the clock at 4096^3? The public
+    ``matmul``, cuBLAS and both multicast configs in ``_clock_windows``, the clock log beside."""
+    from tcourse.kernels import matmul_kernels as MK
+
+    kernels = _cluster_kernels()
+    return _clock_windows(lambda a, b: {
+        "public matmul": lambda: MK.matmul(a, b), "cuBLAS": lambda: a @ b,
+        **{name: kern.prepare(a, b) for (name, dt), kern in kernels.items()
+           if dt == {torch.float16: "fp16", torch.bfloat16: "bf16"}[a.dtype]}})
+
+
+def mmone() -> dict:
+    """Session 28, for Nsight Compute: five calls of one 4096^3 fp16 matmul, ``MMONE`` = public | cublas | cluster
+    (the multicast kernel, 256x256x64, 3 stages), after the inputs are made; the session step profiles the last call."""
+    import os
+
+    from tcourse.kernels import matmul_kernels as MK
+
+    which = os.environ.get("MMONE", "public")
+    a, b = (torch.randn(4096, 4096, device="cuda", dtype=torch.float16) for _ in range(2))
+    fn = (_cluster_kernels()[("cluster 256x256x64 3st", "fp16")].prepare(a, b) if which == "cluster" else
+          {"public": lambda: MK.matmul(a, b), "cublas": lambda: a @ b}[which])
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    return {"variant": which}
 
 
 def lean() -> dict:
@@ -2439,7 +2537,8 @@ PARTS = {"host": host, "matmul": matmul, "fp8": fp8, "bwd2": bwd2, "bwd3": bwd3,
          "fwd11check": fwd11check, "fwd11": fwd11, "gbwd12check": gbwd12check, "gbwd12": gbwd12,
          "mmpcheck": mmpcheck, "mmp": mmp, "mmclock": mmclock, "lean": lean,
          "fwd12check": fwd12check, "fwd12": fwd12, "fwd12s": fwd12s,
-         "mm1024kcheck": mm1024kcheck, "mm1024k": mm1024k, "axpyv": axpyv, "smv": smv, "smh": smh, "hints2": hints2, "hints3": hints3}
+         "mm1024kcheck": mm1024kcheck, "mm1024k": mm1024k, "axpyv": axpyv, "smv": smv, "smh": smh, "hints2": hints2, "hints3": hints3,
+         "mccheck": mccheck, "mc": mc, "mcclock": mcclock, "mmone": mmone}
 
 
 def main(argv: list[str]) -> int:
