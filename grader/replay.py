@@ -187,36 +187,41 @@ class Guard:
             self.shared[self.launch_no] = self._shared(loads, stores)
         if not stores or locking:
             return None
-        s_addr = np.concatenate([a for a, _ in stores])
-        s_prog = np.concatenate([np.full(a.size, p, dtype=np.int64) for a, p in stores])
-        pairs = np.unique(np.stack([s_addr.astype(np.int64), s_prog]), axis=1)
-        addr, count = np.unique(pairs[0], return_counts=True)
-        if (count > 1).any():
-            a = int(addr[count > 1][0])
-            progs = sorted(int(p) for p in pairs[1][pairs[0] == a])[:2]
-            return f"program {progs[0]} 和 program {progs[1]} 都写了同一个元素（{self.label(a)}），没有用原子操作"
+        w_addr, w_first, w_last, (s_addr, s_prog) = self._by_address(stores)
+        shared = w_first != w_last
+        if shared.any():
+            a = int(w_addr[np.argmax(shared)])
+            progs = np.unique(s_prog[s_addr == a])[:2]
+            return f"program {int(progs[0])} 和 program {int(progs[1])} 都写了同一个元素（{self.label(a)}），没有用原子操作"
         if not loads:
             return None
         l_addr = np.concatenate([a for a, _ in loads]).astype(np.int64)
         l_prog = np.concatenate([np.full(a.size, p, dtype=np.int64) for a, p in loads])
-        at = np.clip(np.searchsorted(pairs[0], l_addr), 0, pairs.shape[1] - 1)  # pairs[0]: sorted, unique now
-        other = (pairs[0][at] == l_addr) & (pairs[1][at] != l_prog)
+        at = np.clip(np.searchsorted(w_addr, l_addr), 0, w_addr.size - 1)  # each written address has one writer now
+        other = (w_addr[at] == l_addr) & (w_first[at] != l_prog)
         if other.any():
             i = int(np.argmax(other))
-            return (f"program {int(l_prog[i])} 读取了 program {int(pairs[1][at[i]])} 在同一次 launch 里写的元素"
+            return (f"program {int(l_prog[i])} 读取了 program {int(w_first[at[i]])} 在同一次 launch 里写的元素"
                     f"（{self.label(int(l_addr[i]))}）")
         return None
+
+    def _by_address(self, accesses: list):
+        """The addresses of ``accesses`` ((addresses, program) pairs) sorted and unique, with the lowest and the
+        highest program that touched each; and every access's address and program, sorted by address."""
+        np = self.np
+        addr = np.concatenate([a.astype(np.int64) for a, _ in accesses])
+        prog = np.concatenate([np.full(a.size, p, dtype=np.int64) for a, p in accesses])
+        order = np.argsort(addr)
+        addr, prog = addr[order], prog[order]
+        starts = np.flatnonzero(np.concatenate(([True], addr[1:] != addr[:-1])))
+        return addr[starts], np.minimum.reduceat(prog, starts), np.maximum.reduceat(prog, starts), (addr, prog)
 
     def _shared(self, loads: list, stores: list):
         """Addresses written by one program and read or written by another (sorted, int64)."""
         np = self.np
-        acc = [(a.astype(np.int64), np.full(a.size, p, dtype=np.int64)) for a, p in (*stores, *loads)]
-        addr = np.concatenate([a for a, _ in acc])
-        prog = np.concatenate([p for _, p in acc])
-        pairs = np.unique(np.stack([addr, prog]), axis=1)
-        a, n = np.unique(pairs[0], return_counts=True)
+        addr, first, last, _ = self._by_address([*stores, *loads])
         written = np.unique(np.concatenate([x.astype(np.int64) for x, _ in stores]))
-        return np.intersect1d(a[n > 1], written)
+        return np.intersect1d(addr[first != last], written)
 
     def label(self, addr: int) -> str:
         for lo, hi, name, item in self.ranges:
@@ -657,11 +662,27 @@ def load_kernels(path: Path) -> dict:
     return {n: getattr(mod, n) for n in names}
 
 
+def name_the_triton_install() -> str:
+    """Key Triton's compile cache by the install instead of by its contents. Triton hashes its own files for that key,
+    libtriton (about 500 MB) included: about a second of every replay. The replay's cache lives in its own folder, made
+    for this submission and removed with it, so a key that names the install (version, libtriton's size and
+    modification time) tells apart everything that cache can hold."""
+    import triton
+    import triton.runtime.cache as cache
+
+    lib = min(Path(cache.__file__).resolve().parent.parent.glob("_C/libtriton*"))
+    st = lib.stat()
+    key = f"{triton.__version__}-{lib.name}-{st.st_size}-{st.st_mtime_ns}"
+    cache.triton_key = lambda: key
+    return key
+
+
 def main(root: str, device: str) -> int:
     rootp = Path(root)
     if device != "cuda":
         os.environ["TRITON_INTERPRET"] = "1"
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    name_the_triton_install()
     plan = json.loads((rootp / "replay" / "plan.json").read_text(encoding="utf-8"))
     out = rootp / "replay" / "out"
     out.mkdir(exist_ok=True)

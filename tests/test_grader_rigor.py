@@ -317,6 +317,42 @@ def test_mutants_of_every_solution_are_caught(tmp_path, capsys):
     assert not survived, survived
 
 
+def test_the_replay_names_the_triton_install_instead_of_hashing_libtriton(tmp_path):
+    """Triton keys its compile cache by a SHA-256 over its own files, libtriton (about 500 MB) included: a second of
+    every replay. The replay's cache is its own folder per submission, so it keys it by the install instead; its sm_90
+    compile check still compiles, without reading libtriton. The spy sees the original key read it."""
+    script = tmp_path / "key.py"
+    script.write_text(
+        "import builtins, os, sys\n"
+        f"os.environ['TRITON_CACHE_DIR'] = {str(tmp_path / 'cache')!r}\n"
+        "import torch, triton, triton.language as tl\n"
+        "import triton.runtime.cache as cache\n"
+        "from grader import replay\n"
+        "from tcourse.compile_info import compile_for_sm90\n"
+        "opened, real_open = [], builtins.open\n"
+        "builtins.open = lambda f, *a, **k: (opened.append(str(f)), real_open(f, *a, **k))[1]\n"
+        "original = cache.triton_key\n"
+        "key = replay.name_the_triton_install()\n"
+        "@triton.jit\n"
+        "def copy(x, y, BLOCK: tl.constexpr):\n"
+        "    o = tl.arange(0, BLOCK)\n"
+        "    tl.store(y + o, tl.load(x + o))\n"
+        "x = torch.empty(64)\n"
+        "rep = compile_for_sm90(copy, x, x, BLOCK=64)\n"
+        "print(key, cache.triton_key() == key, 'cubin' in rep.asm, any('libtriton' in f for f in opened))\n"
+        "original()\n"
+        "print(any('libtriton' in f for f in opened))\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "TCOURSE_DEVICE")}
+    env["PYTHONPATH"] = str(REPO)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    first, second = r.stdout.strip().splitlines()[-2:]
+    import triton
+
+    assert first.startswith(f"{triton.__version__}-libtriton") and first.endswith(" True True False"), first
+    assert second == "True"
+
+
 def test_interleaved_launch_loses_split_updates_and_keeps_locked_ones(monkeypatch):
     """grader.interleave: a read-modify-write made of two atomics loses counts once programs overlap (the
     interpreter's in-order loop never shows it); a lock taken with atomic_cas keeps a shared sum right, and the
