@@ -129,39 +129,51 @@ def _kernel():
     return matmul_cluster_kernel
 
 
-def build(out: Path) -> None:
-    """Compile every config for fp16 and bf16 for sm_90 (Triton >= 3.9) into OUT: one cubin each and kernels.json."""
+def compile_sm90(name: str, dtype: str):
+    """One config (a key of CONFIGS) for "fp16" or "bf16", compiled for sm_90 by Triton >= 3.9: returns Triton's
+    compiled kernel (PTX and cubin in ``.asm``, shared memory and CTAs in ``.metadata``) and its launch entry for
+    kernels.json (everything ``ClusterKernel`` needs but the cubin)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    kernel = _kernel()
+    cfg = CONFIGS[name]
+    gdt = {"fp16": gl.float16, "bf16": gl.bfloat16}[dtype]
+    cm, bn, bk = cfg["CM"], cfg["BN"], cfg["BK"]
+    split, both = [[1, 0]], [[0, 0]]  # A and C: rows split over the two CTAs; B: the same tile in both
+    la = gl.NVMMASharedLayout.get_default_for([cm, bk], gdt, cga_layout=split)
+    lb = gl.NVMMASharedLayout.get_default_for([bk, bn], gdt, cga_layout=both)
+    lc = gl.NVMMASharedLayout.get_default_for([cm, bn], gdt, cga_layout=split)
+    sig = {"a_desc": f"tensordesc<{dtype}[{cm},{bk}],{la!r}>", "b_desc": f"tensordesc<{dtype}[{bk},{bn}],{lb!r}>",
+           "c_desc": f"tensordesc<{dtype}[{cm},{bn}],{lc!r}>", "M": "i32", "N": "i32", "K": "i32",
+           "STAGES": "constexpr", "GROUP_M": "constexpr", "CONSUMER_REGS": "constexpr"}
+    consts = {"STAGES": cfg["STAGES"], "GROUP_M": cfg["GROUP_M"], "CONSUMER_REGS": CONSUMER_REGS}
+    k = triton.compile(GluonASTSource(fn=_kernel(), signature=sig, constexprs=consts, attrs={}),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_ctas": 2})
+    md = k.metadata
+    entry = {"config": name, "dtype": dtype, "cubin": f"{name.replace(' ', '_')}_{dtype}.cubin", "name": md.name,
+             "shared": md.shared, "num_warps": md.num_warps, "num_ctas": md.num_ctas,
+             "tensordesc_meta": md.tensordesc_meta, "signature": sig, "constants": consts,
+             "blocks": [[cm, bk], [bk, bn], [cm, bn]],
+             "scratch": [md.global_scratch_size, md.global_scratch_align, md.profile_scratch_size,
+                         md.profile_scratch_align]}
+    return k, entry
+
+
+def build(out: Path) -> None:
+    """Compile every config for fp16 and bf16 for sm_90 (Triton >= 3.9) into OUT: one cubin each and kernels.json."""
+    import triton
+
     out.mkdir(parents=True, exist_ok=True)
     index = {"triton": triton.__version__, "kernels": []}
-    for name, cfg in CONFIGS.items():
-        for dt, gdt in (("fp16", gl.float16), ("bf16", gl.bfloat16)):
-            cm, bn, bk = cfg["CM"], cfg["BN"], cfg["BK"]
-            split, both = [[1, 0]], [[0, 0]]  # A and C: rows split over the two CTAs; B: the same tile in both
-            la = gl.NVMMASharedLayout.get_default_for([cm, bk], gdt, cga_layout=split)
-            lb = gl.NVMMASharedLayout.get_default_for([bk, bn], gdt, cga_layout=both)
-            lc = gl.NVMMASharedLayout.get_default_for([cm, bn], gdt, cga_layout=split)
-            sig = {"a_desc": f"tensordesc<{dt}[{cm},{bk}],{la!r}>", "b_desc": f"tensordesc<{dt}[{bk},{bn}],{lb!r}>",
-                   "c_desc": f"tensordesc<{dt}[{cm},{bn}],{lc!r}>", "M": "i32", "N": "i32", "K": "i32",
-                   "STAGES": "constexpr", "GROUP_M": "constexpr", "CONSUMER_REGS": "constexpr"}
-            consts = {"STAGES": cfg["STAGES"], "GROUP_M": cfg["GROUP_M"], "CONSUMER_REGS": CONSUMER_REGS}
-            k = triton.compile(GluonASTSource(fn=kernel, signature=sig, constexprs=consts, attrs={}),
-                               target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_ctas": 2})
-            md = k.metadata
-            file = f"{name.replace(' ', '_')}_{dt}.cubin"
-            (out / file).write_bytes(k.asm["cubin"])
-            index["kernels"].append({
-                "config": name, "dtype": dt, "cubin": file, "name": md.name, "shared": md.shared,
-                "num_warps": md.num_warps, "num_ctas": md.num_ctas, "tensordesc_meta": md.tensordesc_meta,
-                "signature": sig, "constants": consts, "blocks": [[cm, bk], [bk, bn], [cm, bn]],
-                "scratch": [md.global_scratch_size, md.global_scratch_align, md.profile_scratch_size,
-                            md.profile_scratch_align]})
-            print(f"{name} {dt}: shared {md.shared} B, {md.num_warps} warps x {md.num_ctas} CTAs", flush=True)
+    for name in CONFIGS:
+        for dtype in ("fp16", "bf16"):
+            k, entry = compile_sm90(name, dtype)
+            (out / entry["cubin"]).write_bytes(k.asm["cubin"])
+            index["kernels"].append(entry)
+            print(f"{name} {dtype}: shared {entry['shared']} B, {entry['num_warps']} warps x {entry['num_ctas']} CTAs",
+                  flush=True)
     (out / "kernels.json").write_text(json.dumps(index, indent=1))
 
 

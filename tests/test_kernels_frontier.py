@@ -354,3 +354,38 @@ def test_attention_backward_rejects_bad_input():
         ab.attention_bwd(do, q, k, v, o, lse[:, :, :5])
     with pytest.raises(ValueError, match="head dim D=24"):
         ab.attention_fwd(*(torch.randn(1, 1, 8, 24) for _ in range(3)))
+
+
+def test_cluster_matmul_multicasts_b_from_the_lead_cta_for_sm90():
+    """scripts/cluster_matmul.py (session 28's multicast experiment, run on the H200 from a cubin built here): with a
+    Triton whose Gluon has multicast, each config compiles for sm_90 as two-CTA clusters; the lead CTA alone issues B's
+    copy, once per 64-column box, multicast to both CTAs (mask 3); only the lead waits on the pair's barrier; the
+    consumers release it with a remote arrive; no spills, and the shared memory fits."""
+    import importlib.util
+    import inspect
+    from pathlib import Path
+
+    from triton.experimental.gluon.language.nvidia.hopper import tma
+
+    if "multicast" not in inspect.signature(tma.async_load).parameters:
+        pytest.skip("this Triton's Gluon has no TMA multicast (Triton >= 3.9 has)")
+    from tcourse.compile_info import H100_SMEM_LIMIT, _resource_usage, real_compiler
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "cluster_matmul.py"
+    spec = importlib.util.spec_from_file_location("cluster_matmul", path)
+    cm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cm)
+    name = "cluster 256x256x64 3st"
+    with real_compiler(vars(cm)):
+        k, entry = cm.compile_sm90(name, "fp16")
+    ptx = k.asm["ptx"]
+    assert ".reqnctapercluster 2" in ptx and entry["num_ctas"] == 2
+    copies = re.findall(r"@(%p\d+) cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::complete_tx::bytes"
+                        r"\.multicast::cluster \[[^\]]+\], \[[^\]]+\], \[[^\]]+\], %rs\d+;", ptx)
+    assert len(copies) == cm.CONFIGS[name]["BN"] // 64 and len(set(copies)) == 1  # B's boxes, one predicate
+    assert re.search(rf"and\.pred\s+{copies[0]}, %p\d+, %p\d+;", ptx)  # that predicate: lead CTA and elected lane
+    assert "%cluster_ctarank" in ptx
+    assert ptx.count("skipWait") >= 1  # the pair barrier's wait, skipped outside the lead CTA
+    assert "mbarrier.arrive.shared::cluster.b64" in ptx  # the release, on the lead CTA's barrier
+    regs, spills = _resource_usage(k.asm["cubin"])
+    assert spills == 0 and regs <= 168 and entry["shared"] <= H100_SMEM_LIMIT
