@@ -662,15 +662,18 @@ def load_kernels(path: Path) -> dict:
     return {n: getattr(mod, n) for n in names}
 
 
-def name_the_triton_install() -> str:
+def name_the_triton_install() -> str | None:
     """Key Triton's compile cache by the install instead of by its contents. Triton hashes its own files for that key,
     libtriton (about 500 MB) included: about a second of every replay. The replay's cache lives in its own folder, made
     for this submission and removed with it, so a key that names the install (version, libtriton's size and
-    modification time) tells apart everything that cache can hold."""
+    modification time) tells apart everything that cache can hold. An install laid out otherwise keeps Triton's key."""
     import triton
     import triton.runtime.cache as cache
 
-    lib = min(Path(cache.__file__).resolve().parent.parent.glob("_C/libtriton*"))
+    libs = sorted(Path(cache.__file__).resolve().parent.parent.glob("_C/libtriton*"))
+    if not libs or not callable(getattr(cache, "triton_key", None)):
+        return None
+    lib = libs[0]
     st = lib.stat()
     key = f"{triton.__version__}-{lib.name}-{st.st_size}-{st.st_mtime_ns}"
     cache.triton_key = lambda: key

@@ -317,7 +317,7 @@ def test_mutants_of_every_solution_are_caught(tmp_path, capsys):
     assert not survived, survived
 
 
-def test_the_replay_names_the_triton_install_instead_of_hashing_libtriton(tmp_path):
+def test_the_replay_names_the_triton_install_instead_of_hashing_libtriton(tmp_path, monkeypatch):
     """Triton keys its compile cache by a SHA-256 over its own files, libtriton (about 500 MB) included: a second of
     every replay. The replay's cache is its own folder per submission, so it keys it by the install instead; its sm_90
     compile check still compiles, without reading libtriton. The spy sees the original key read it."""
@@ -351,6 +351,13 @@ def test_the_replay_names_the_triton_install_instead_of_hashing_libtriton(tmp_pa
 
     assert first.startswith(f"{triton.__version__}-libtriton") and first.endswith(" True True False"), first
     assert second == "True"
+    # an install without _C/libtriton* where Triton keeps it: Triton's own key stays
+    import triton.runtime.cache as cache
+    from grader import replay
+
+    monkeypatch.setattr(cache, "__file__", str(tmp_path / "triton" / "runtime" / "cache.py"))
+    kept = cache.triton_key
+    assert replay.name_the_triton_install() is None and cache.triton_key is kept
 
 
 def test_interleaved_launch_loses_split_updates_and_keeps_locked_ones(monkeypatch):
