@@ -18,7 +18,6 @@ barrier on the lead CTA, four arrivals); each loader also waits on its own CTA's
 """
 from __future__ import annotations
 
-import base64
 import json
 import sys
 from pathlib import Path

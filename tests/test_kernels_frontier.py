@@ -358,9 +358,9 @@ def test_attention_backward_rejects_bad_input():
 
 def test_cluster_matmul_multicasts_b_from_the_lead_cta_for_sm90():
     """scripts/cluster_matmul.py (session 28's multicast experiment, run on the H200 from a cubin built here): with a
-    Triton whose Gluon has multicast, each config compiles for sm_90 as two-CTA clusters; the lead CTA alone issues B's
-    copy, once per 64-column box, multicast to both CTAs (mask 3); only the lead waits on the pair's barrier; the
-    consumers release it with a remote arrive; no spills, and the shared memory fits."""
+    Triton whose Gluon has multicast, its 256x256x64 config compiles for sm_90 as two-CTA clusters; the lead CTA alone
+    issues B's copy, once per 64-column box, multicast to both CTAs (mask 3); only the lead waits on the pair's barrier;
+    the consumers release it with a remote arrive; no spills, and the shared memory fits."""
     import importlib.util
     import inspect
     from pathlib import Path
@@ -381,9 +381,11 @@ def test_cluster_matmul_multicasts_b_from_the_lead_cta_for_sm90():
     ptx = k.asm["ptx"]
     assert ".reqnctapercluster 2" in ptx and entry["num_ctas"] == 2
     copies = re.findall(r"@(%p\d+) cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::complete_tx::bytes"
-                        r"\.multicast::cluster \[[^\]]+\], \[[^\]]+\], \[[^\]]+\], %rs\d+;", ptx)
-    assert len(copies) == cm.CONFIGS[name]["BN"] // 64 and len(set(copies)) == 1  # B's boxes, one predicate
-    assert re.search(rf"and\.pred\s+{copies[0]}, %p\d+, %p\d+;", ptx)  # that predicate: lead CTA and elected lane
+                        r"\.multicast::cluster \[[^\]]+\], \[[^\]]+\], \[[^\]]+\], (%rs\d+);", ptx)
+    assert len(copies) == cm.CONFIGS[name]["BN"] // 64 and len(set(copies)) == 1  # B's boxes, one predicate, one mask
+    pred, mask = copies[0]
+    assert re.search(rf"and\.pred\s+{pred}, %p\d+, %p\d+;", ptx)  # that predicate: lead CTA and elected lane
+    assert re.search(rf"mov\.b16\s+{mask}, 3;", ptx)  # the mask: both CTAs of the pair
     assert "%cluster_ctarank" in ptx
     assert ptx.count("skipWait") >= 1  # the pair barrier's wait, skipped outside the lead CTA
     assert "mbarrier.arrive.shared::cluster.b64" in ptx  # the release, on the lead CTA's barrier
