@@ -316,7 +316,7 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
     if rec.get("inputs_changed"):
         return mk("failed", f"{where}：kernel 改写了输入 {', '.join(map(str, rec['inputs_changed']))[:80]}：kernel 只能写输出。")
     refs = reference(ex, pc, pc.fresh, device)
-    for tag in ("fresh", "interleaved") if rec.get("interleaved") else ("fresh",):
+    for tag in ("fresh", *(rec.get("interleaved") or ())):
         for spec, ref in zip(case.outputs, refs):
             dt = spec.dtype_in(case)
             msg = check_output(_flat(replay_out / f"{pc.id}_{tag}_{spec.name}.npy", dt, _flat_len(spec)), ref, spec, dt,
@@ -338,8 +338,10 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
                                     "例如用 torch/numpy 在 host 上算好再让 kernel 复制，或者 kernel 依赖 host 预先算好的数据。"
                                     f"细节：{msg}")
             if msg:
-                return mk("failed", "让 grid 里的 program 像在 GPU 上那样交错运行（按随机顺序开始，每次访存之后都可能换另一个 "
-                                    "program 先跑），结果就变了：你的结果依赖 program 的执行顺序。GPU 上的 program 同时运行、没有先后，"
+                how = ("按随机顺序开始，每次访存之后都可能换另一个 program 先跑" if tag == "interleaved" else
+                       "一个 program 读了别的 program 也访问的元素之后，先让另一个 program 访问它、再走到下一次共享访问，才轮到它")
+                return mk("failed", f"让 grid 里的 program 像在 GPU 上那样交错运行（{how}），结果就变了："
+                                    "你的结果依赖 program 的执行顺序。GPU 上的 program 同时运行、没有先后，"
                                     "不能依赖别的 program 已经写好或还没写某个值；两次原子操作之间也可能插进别的 program"
                                     "（读改写要用一次 tl.atomic_add 这样的原子操作完成）。要合并不同 program 的结果，用一次原子操作，"
                                     f"或者分两次 launch。细节：{msg}")

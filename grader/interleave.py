@@ -13,10 +13,17 @@ access (it still gets turns: right after a flag is set, the waiter may run befor
 store). When every started program spins and programs are left to start, the one a GPU would dispatch
 first (the lowest linear id, x fastest) starts, since on a GPU a grid of these sizes is resident all at
 once and the program waited for runs. When every program has started and all of them spin without
-anything changing, no program can move: :class:`Deadlock`. In a launch that takes a lock, the addresses
-that several programs touch (one of them writing) are known from the in-order run; a program that reads
-one of them waits until another program touches it too (:meth:`Interleaving.shared_access`), which
-breaks a read-modify-write the lock does not cover, and leaves one it covers right.
+anything changing, no program can move: :class:`Deadlock`.
+
+A steered launch (``launch(..., hot=...)``) is one with atomics whose in-order run found addresses that
+several programs touch, one of them writing (``hot``). A program that reads one of them (an atomic reads
+too) waits until another program touches it too, and then until that program has reached its next
+shared access (:meth:`Interleaving.shared_access`); when every program waits, the one that waited last
+goes on. So the program that came second to a shared address runs ahead of the first: a read-modify-write
+made of two accesses (two atomics, or a load and a store outside a lock) is overtaken between its read and
+its write, and a program that took a ticket (a block number, a slot) first is overtaken before it adds
+what the later ones need; an atomic or locked update stays right. A case runs the random interleaving and,
+where the in-order run found such addresses, the steered one (:mod:`grader.replay`).
 
 The launch mirrors ``GridExecutor.__call__`` of Triton's interpreter (3.6 to 3.9), with the loop
 over the grid replaced.
@@ -46,7 +53,9 @@ class Deadlock(RuntimeError):
 class Interleaving:
     def __init__(self, rng, builder):
         self.rng, self.builder = rng, builder
-        self.cv = threading.Condition()
+        self.lock = threading.RLock()
+        self.cv = threading.Condition(self.lock)  # the launching thread waits on it (a program ended)
+        self.waits: dict = {}       # program -> its condition (same lock): only the program given the turn wakes
         self.turn = None            # the program (x, y, z) that may run
         self.live: list = []        # started, not finished
         self.pending: list = []     # not started
@@ -58,6 +67,7 @@ class Interleaving:
         self.stuck = 0              # hand-overs in a row with every program spinning, none left to start
         self.urged = False          # hand over at the next access
         self.parked: dict = {}      # program -> shared addresses it read, waiting for another program to touch them
+        self.deferred: dict = {}    # program -> the parked programs it overtook, to go on at its next shared access
 
     def run(self, programs: list, body) -> None:
         """Run ``body(program)`` for every program; re-raises the first program's error."""
@@ -81,16 +91,25 @@ class Interleaving:
 
     def shared_access(self, addrs: set, read: bool) -> None:
         """The running program touched addresses another program of the launch also touches, one of them writing
-        (known from the in-order run of a launch that takes a lock). Programs parked on any of them may go on;
-        after a read, the reader parks until another program touches them too (or nothing else can run), so a
-        read-modify-write left outside the lock is overtaken between its read and its write."""
+        (known from the in-order run of a steered launch). Programs parked on any of them go on once this one
+        reaches its next shared access (or ends); after a read (an atomic reads too), the reader parks until
+        another program touches them too (or nothing else can run). A read the program repeats (a spin on a lock
+        or a flag) does not park it again."""
         me = self.turn
-        for p, held in list(self.parked.items()):
-            if p != me and held & addrs:
-                del self.parked[p]
-        if read:
-            self.parked[me] = addrs
+        self._release(me)
+        overtaken = [(p, held) for p, held in self.parked.items() if p != me and held & addrs]
+        if overtaken:
+            self.deferred[me] = overtaken
+        if read and not self.spins.get(me, 0):
+            self.parked.pop(me, None)
+            self.parked[me] = addrs  # last in the order: the first to go on when every program waits
             self.urged = True
+
+    def _release(self, program) -> None:
+        """The programs ``program`` overtook at its previous shared access go on (if still parked there)."""
+        for p, held in self.deferred.pop(program, ()):
+            if self.parked.get(p) is held:
+                del self.parked[p]
 
     def _blocked(self, p) -> bool:
         return p in self.parked or self.spins.get(p, 0) >= SPIN
@@ -103,11 +122,11 @@ class Interleaving:
         with self.cv:
             me = self.turn
             if self.live and all(self._blocked(p) for p in self.live):
-                if self.pending:
+                if self.parked:  # the one that waited last goes on; the others may still be overtaken
+                    del self.parked[next(reversed(self.parked))]
+                elif self.pending:
                     self.stuck = 0
                     self._start(min(self.pending, key=lambda p: p[::-1]))
-                elif self.parked:
-                    self.parked.clear()
                 else:
                     self.stuck += 1
                     if self.stuck >= DEADLOCK:
@@ -115,11 +134,11 @@ class Interleaving:
                             f"grid 的 program 都已经开始，还没跑完的 {len(self.live)} 个（例如 program "
                             f"{min(self.live, key=lambda p: p[::-1])}）都在反复读同样的值、等别的 program 写：没有 program "
                             "能往下走，死锁了")
-                        self.cv.notify_all()
+                        self._wake_all()
                         raise _Stop
             self._pass_turn()
             while self.turn != me and self.error is None:
-                self.cv.wait()
+                self.waits[me].wait()
             if self.error is not None:
                 raise _Stop
         self.builder.grid_idx = me
@@ -147,6 +166,7 @@ class Interleaving:
         else:
             self.pending.remove(program)
         self.live.append(program)
+        self.waits[program] = threading.Condition(self.lock)
         t = threading.Thread(target=self._program, args=(program,), daemon=True)
         t.start()
         self.threads.append(t)
@@ -154,12 +174,18 @@ class Interleaving:
     def _pass_turn(self) -> None:
         free = [p for p in self.live if p not in self.parked] or self.live
         self.turn = free[int(self.rng.integers(len(free)))] if free else None
+        if self.turn is not None:
+            self.waits[self.turn].notify()
+
+    def _wake_all(self) -> None:
         self.cv.notify_all()
+        for w in self.waits.values():
+            w.notify_all()
 
     def _program(self, program) -> None:
         with self.cv:
             while self.turn != program and self.error is None:
-                self.cv.wait()
+                self.waits[program].wait()
             stopped = self.error is not None
         try:
             if not stopped:
@@ -175,15 +201,17 @@ class Interleaving:
             with self.cv:
                 self.live.remove(program)
                 self.parked.pop(program, None)
+                self._release(program)
                 if self.error is not None:
                     self.pending = []
                 self.turn = None
-                self.cv.notify_all()
+                self._wake_all()
 
 
-def launch(kernel, grid, args: list, kwargs: dict, rng, guard) -> None:
+def launch(kernel, grid, args: list, kwargs: dict, rng, guard, hot=None) -> None:
     """``kernel[grid](*args, **kwargs)`` under the interpreter, the programs interleaved at the memory
-    accesses ``guard`` (an installed :class:`grader.replay.Guard`) sees."""
+    accesses ``guard`` (an installed :class:`grader.replay.Guard`) sees; steered to the sorted addresses
+    ``hot`` when given."""
     from triton.runtime import interpreter as I
 
     ex = I.GridExecutor(kernel.rewrite(), kernel.arg_names, grid, kernel.pre_run_hooks)  # what kernel[grid] runs
@@ -201,9 +229,9 @@ def launch(kernel, grid, args: list, kwargs: dict, rng, guard) -> None:
         g = tuple(g) + (1,) * (3 - len(g))
         I.interpreter_builder.set_grid_dim(*g)
         programs = [(x, y, z) for x in range(g[0]) for y in range(g[1]) for z in range(g[2])]
-        guard.interleaving = Interleaving(rng, I.interpreter_builder)
+        guard.interleaving, guard.hot = Interleaving(rng, I.interpreter_builder), hot
         guard.interleaving.run(programs, lambda _: fn(**call))
     finally:
-        guard.interleaving = None
+        guard.interleaving, guard.hot = None, None
         scope.restore()
     ex._restore_args_dev(args, args_hst, kwargs, kwargs_hst)

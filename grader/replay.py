@@ -14,7 +14,8 @@ killed. It imports only the learner's kernels (``ROOT/replay/kernels.py``, see
    never visible to the learner's process) and guarded outputs; on the CPU every load, store and
    atomic of the interpreter is checked against the tensors' storage (an out-of-bounds access is
    reported with the program and the index even when its value is masked at the store), and the grid
-   is run a second time with its programs interleaved as a GPU may run them (:mod:`grader.interleave`);
+   is run a second time with its programs interleaved as a GPU may run them (:mod:`grader.interleave`),
+   and a third time steered where the in-order run found atomics on addresses several programs share;
 4. writes the outputs and a record to ``ROOT/replay/out`` for :mod:`grader.compare`.
 
 Performance cases (GPU) time the replayed launches against the exercise's own solution (a textbook
@@ -72,11 +73,12 @@ class Guard:
         self.first: str | None = None
         self.loads: list = []   # (addresses, program) of the current launch's non-atomic accesses
         self.stores: list = []
+        self.atomics: list = []  # (addresses, program) of its atomic accesses (not races; they steer the interleaving)
         self.locking = False    # the launch used atomic_cas or atomic_xchg (a lock, a flag)
         self.interleaving: interleave.Interleaving | None = None
-        self.shared: dict = {}  # launch number -> (sorted addresses that several programs touch, one writing)
+        self.shared: dict = {}  # launch number (with atomics) -> sorted addresses several programs touch, one writing
         self.launch_no = 0
-        self.hot = None         # the current interleaved launch's shared addresses
+        self.hot = None         # the steered launch's shared addresses (set by interleave.launch)
         self.lanes = lanes.Lanes()  # in order only: elements of one program passing values without a barrier
         self._dims = (1, 1, 1)
 
@@ -125,7 +127,7 @@ class Guard:
             shared(ptrs, mask, False)
             return result
 
-        def shared(ptrs, mask, read):  # an address another program also touches, in a launch with a lock
+        def shared(ptrs, mask, read):  # an address another program also touches, in a launch with atomics
             hot = self.hot
             if hot is None or not hot.size or self.interleaving is None:
                 return
@@ -136,15 +138,19 @@ class Guard:
 
         def atomic_rmw(op, ptr, val, mask, *args, **kw):
             step()
-            self.check(ptr, mask, "原子操作", b)
+            self.note(ptr, mask, self.atomics, b, "原子操作")
             self.locking = self.locking or op == xchg
-            return seen(f"rmw{op}", ptr, rmw(op, ptr, val, mask, *args, **kw))
+            result = seen(f"rmw{op}", ptr, rmw(op, ptr, val, mask, *args, **kw))
+            shared(ptr, mask, True)  # it reads too: another program may come between it and the next access
+            return result
 
         def atomic_cas(ptr, *args, **kw):
             step()
-            self.check(ptr, None, "原子操作", b)
+            self.note(ptr, None, self.atomics, b, "原子操作")
             self.locking = True
-            return seen("cas", ptr, cas(ptr, *args, **kw))
+            result = seen("cas", ptr, cas(ptr, *args, **kw))
+            shared(ptr, None, True)
+            return result
 
         def debug_barrier():
             self.lanes.barrier()
@@ -167,7 +173,7 @@ class Guard:
         return uninstall
 
     def note(self, ptrs, mask, into: list, builder, verb: str) -> None:
-        """Check the access, and remember its addresses for :meth:`race` (atomics are not recorded)."""
+        """Check the access, and remember its addresses (in ``into``: the launch's loads, stores or atomics)."""
         self.check(ptrs, mask, verb, builder)
         if self.ranges:
             addrs = self.addresses(ptrs, mask)
@@ -180,11 +186,13 @@ class Guard:
         """After a launch: an element written by one program and written or read by another, without
         atomics, is a data race on a GPU (its programs run at the same time, in no set order)."""
         np = self.np
-        loads, stores, self.loads, self.stores = self.loads, self.stores, [], []
+        loads, stores, atomics, self.loads, self.stores, self.atomics = self.loads, self.stores, self.atomics, [], [], []
         locking, self.locking = self.locking, False
         self.launch_no += 1
-        if stores and locking:  # guarded by a lock (or not): judged by the interleaved run, steered to these addresses
-            self.shared[self.launch_no] = self._shared(loads, stores)
+        if atomics:  # atomics read and write: the steered round waits on the addresses programs share
+            shared = self._shared([*loads, *atomics], [*stores, *atomics])
+            if shared.size:
+                self.shared[self.launch_no] = shared
         if not stores or locking:
             return None
         w_addr, w_first, w_last, (s_addr, s_prog) = self._by_address(stores)
@@ -451,30 +459,27 @@ class Replayer:
         return [(self.kernels[e["kernel"]], tuple(e["grid"]), [self.decode(a, bufs) for a in e["args"]],
                  {k: self.decode(v, bufs) for k, v in e["kwargs"].items()}) for e in launches]
 
-    def run_launches(self, launches, bufs, spans, interleave_seed=None) -> None:
+    def run_launches(self, launches, bufs, spans, interleave_seed=None, steer=False) -> None:
         """The logged launches in order; with a seed (interpreter only), each launch's programs interleaved
-        (:mod:`grader.interleave`)."""
+        (:mod:`grader.interleave`), with ``steer`` steered to the addresses the in-order run found shared."""
         rng = None
         if self.guard is not None:
             self.guard.ranges = list(spans.values()) + [
                 (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes(), k.replace("scratch:", "scratch"), 1)
                 for k, t in bufs.items() if k.startswith("scratch:")]
-            self.guard.first, self.guard.loads, self.guard.stores, self.guard.locking = None, [], [], False
+            self.guard.first, self.guard.loads, self.guard.stores, self.guard.atomics = None, [], [], []
+            self.guard.locking = False
             self.guard.launch_no = 0
             self.guard.lanes.take()
-            if interleave_seed is None:
-                self.guard.shared = {}
+            shared, self.guard.shared = self.guard.shared, {}  # the in-order run's, kept for the rounds after it
             rng = self.np.random.default_rng(interleave_seed) if interleave_seed is not None else None
         try:
             for kernel, grid, args, kwargs in self.decoded(launches, bufs):
                 if rng is None:
                     kernel[grid](*args, **kwargs)
                 else:
-                    self.guard.hot = self.guard.shared.get(self.guard.launch_no + 1)
-                    try:
-                        interleave.launch(kernel, grid, args, kwargs, rng, self.guard)
-                    finally:
-                        self.guard.hot = None
+                    hot = shared.get(self.guard.launch_no + 1) if steer else None
+                    interleave.launch(kernel, grid, args, kwargs, rng, self.guard, hot)
                 race = self.guard.race() if self.guard is not None else None
                 if race:
                     raise DataRace(race)
@@ -486,6 +491,8 @@ class Replayer:
         finally:
             if self.guard is not None:  # checks apply to the replay only (the self-check runs the learner's call too)
                 self.guard.ranges = []
+                if rng is not None:
+                    self.guard.shared = shared
 
     def tensor_case(self, case: dict) -> dict:
         cid = case["id"]
@@ -513,20 +520,21 @@ class Replayer:
                 rec["compile_error"] = err
                 return rec
         initial = {k: b.clone() for k, b in bufs.items()}
-        rounds = [("fresh", None)]
+        rec["interleaved"] = []  # the rounds with programs interleaved that ran (and passed the checks)
         rec["too_many_programs"] = _over_program_cap(case, launches)
         if rec["too_many_programs"]:
             return rec
         programs = _most_programs(launches)
-        if self.guard is not None and case.get("order_check", True) and 1 < programs <= interleave.MAX_PROGRAMS:
-            rounds.append(("interleaved", case["order_seed"]))
-        elif self.guard is not None and programs > interleave.MAX_PROGRAMS:
+        interleaving = self.guard is not None and case.get("order_check", True) and 1 < programs <= interleave.MAX_PROGRAMS
+        if self.guard is not None and programs > interleave.MAX_PROGRAMS:
             rec["not_interleaved"] = programs  # a thread per program: the smaller cases are interleaved
-        for tag, seed in rounds:
+        for tag in ("fresh", "interleaved", "steered"):
+            if tag != "fresh" and not interleaving or tag == "steered" and not self.guard.shared:
+                break  # steered: only where the in-order run found atomics on addresses several programs share
             for k, b in bufs.items():
                 b.copy_(initial[k])
             try:
-                self.run_launches(launches, bufs, spans, seed)
+                self.run_launches(launches, bufs, spans, None if tag == "fresh" else case["order_seed"], tag == "steered")
             except DataRace as e:
                 rec["race"] = str(e)
                 return rec
@@ -554,7 +562,8 @@ class Replayer:
                     now = self.buffers.to_numpy(bufs[k])
                     if not ((arr == now) | (self.np.isnan(arr) & self.np.isnan(now))).all():
                         rec["inputs_changed"].append(k.split(":", 1)[1])
-            rec["interleaved"] = rec["interleaved"] or tag == "interleaved"
+            if tag != "fresh":
+                rec["interleaved"].append(tag)
             if self.on_round:
                 self.on_round(cid, tag)
         return rec

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import batch, cli, execute, grade, policy, registry, safeio, sandbox, source
+from grader import batch, cli, grade, policy, registry, safeio, sandbox, source
 from grader.replay import BadLog, Replayer
 from test_grader import REPO, make_variant
 
@@ -405,6 +404,71 @@ def test_interleaved_launch_loses_split_updates_and_keeps_locked_ones(monkeypatc
         interleave.launch(locked_sum, (8,), [x, acc, lock, 512], {"BLOCK": 64}, np.random.default_rng(0), guard)
         assert acc.item() == int(x.sum()) and lock.item() == 0
         assert guard.race() is None
+    finally:
+        uninstall()
+
+
+def test_steered_launch_overtakes_every_split_update_and_ticket_order(monkeypatch):
+    """grader.interleave steered by the in-order run, two programs, every seed: a read-modify-write made of two
+    atomics (no lock, no plain store) loses counts, and a program that took block number 1 from a ticket adds its
+    sum to the running total before the one with block 0 (a running total that does not wait); one atomic_add per
+    element stays right under the same steering."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import numpy as np
+    import torch
+    import triton
+    import triton.language as tl
+
+    from grader import interleave
+    from grader.replay import Guard
+
+    @triton.jit
+    def count(x_ptr, out_ptr, n, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
+        for i in range(BLOCK):
+            idx = tl.program_id(0) * BLOCK + i
+            b = tl.load(x_ptr + idx, mask=idx < n, other=0)
+            if SPLIT:
+                c = tl.atomic_add(out_ptr + b, 0, mask=idx < n)
+                tl.atomic_xchg(out_ptr + b, c + 1, mask=idx < n)
+            else:
+                tl.atomic_add(out_ptr + b, 1, mask=idx < n)
+
+    @triton.jit
+    def ticket_cumsum(x_ptr, out_ptr, n, ticket_ptr, total_ptr, BLOCK: tl.constexpr):
+        cols = tl.atomic_add(ticket_ptr, 1) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + cols, mask=cols < n, other=0.0)
+        carry = tl.atomic_add(total_ptr, tl.sum(v, axis=0))
+        tl.store(out_ptr + cols, tl.cumsum(v, axis=0) + carry, mask=cols < n)
+
+    def steered(kernel, args, kw, seed):  # in order (finds the shared addresses), then steered from the same start
+        before = [a.clone() if torch.is_tensor(a) else a for a in args]
+        guard.ranges = [(t.data_ptr(), t.data_ptr() + t.element_size() * t.numel(), f"t{i}", t.element_size())
+                        for i, t in enumerate(args) if torch.is_tensor(t)]
+        guard.launch_no, guard.shared = 0, {}
+        kernel[(2,)](*args, **kw)
+        assert guard.race() is None and guard.shared[1].size > 0
+        in_order = [a.clone() for a in args if torch.is_tensor(a)]
+        for a, b in zip(args, before):
+            if torch.is_tensor(a):
+                a.copy_(b)
+        interleave.launch(kernel, (2,), args, kw, np.random.default_rng(seed), guard, guard.shared[1])
+        return in_order
+
+    guard = Guard()
+    uninstall = guard.install()
+    try:
+        for seed in range(5):
+            x = torch.randint(0, 193, (255,), generator=torch.Generator().manual_seed(seed), dtype=torch.int32)
+            want = torch.bincount(x, minlength=193)
+            for split in (True, False):
+                out = torch.zeros(193, dtype=torch.int32)
+                assert steered(count, [x, out, 255], {"SPLIT": split, "BLOCK": 128}, seed)[1].equal(want)
+                assert out.equal(want) != split, (seed, split)
+            v = torch.randn(200, generator=torch.Generator().manual_seed(seed))
+            out, ticket, total = torch.zeros(200), torch.zeros(1, dtype=torch.int32), torch.zeros(1)
+            in_order = steered(ticket_cumsum, [v, out, 200, ticket, total], {"BLOCK": 128}, seed)
+            assert torch.allclose(in_order[1], v.cumsum(0), atol=1e-4)
+            assert not torch.allclose(out, v.cumsum(0), atol=1e-4), seed
     finally:
         uninstall()
 
