@@ -410,7 +410,8 @@ def test_interleaved_launch_loses_split_updates_and_keeps_locked_ones(monkeypatc
 
 def test_steered_launch_overtakes_every_split_update_and_ticket_order(monkeypatch):
     """grader.interleave steered by the in-order run, two programs, every seed: a read-modify-write made of two
-    atomics (no lock, no plain store) loses counts, and a program that took block number 1 from a ticket adds its
+    atomics (any two, no lock, no plain store; a compare-and-swap not retried; a volatile load and an exchange)
+    loses counts, and a program that took block number 1 from a ticket adds its
     sum to the running total before the one with block 0 (a running total that does not wait); one atomic_add per
     element stays right under the same steering."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
@@ -426,12 +427,19 @@ def test_steered_launch_overtakes_every_split_update_and_ticket_order(monkeypatc
     def count(x_ptr, out_ptr, n, SPLIT: tl.constexpr, BLOCK: tl.constexpr):
         for i in range(BLOCK):
             idx = tl.program_id(0) * BLOCK + i
-            b = tl.load(x_ptr + idx, mask=idx < n, other=0)
-            if SPLIT:
-                c = tl.atomic_add(out_ptr + b, 0, mask=idx < n)
-                tl.atomic_xchg(out_ptr + b, c + 1, mask=idx < n)
+            m = idx < n
+            b = tl.load(x_ptr + idx, mask=m, other=0)
+            if SPLIT == 0:  # right
+                tl.atomic_add(out_ptr + b, 1, mask=m)
+            elif SPLIT == 1:
+                tl.atomic_xchg(out_ptr + b, tl.atomic_add(out_ptr + b, 0, mask=m) + 1, mask=m)
+            elif SPLIT == 2:  # no xchg or cas: not a lock, steered all the same
+                tl.atomic_max(out_ptr + b, tl.atomic_or(out_ptr + b, 0, mask=m) + 1, mask=m)
+            elif SPLIT == 3:  # a compare-and-swap that is not retried
+                c = tl.atomic_add(out_ptr + b, 0, mask=m)
+                tl.atomic_cas(out_ptr + b, c, c + 1)
             else:
-                tl.atomic_add(out_ptr + b, 1, mask=idx < n)
+                tl.atomic_xchg(out_ptr + b, tl.load(out_ptr + b, mask=m, volatile=True) + 1, mask=m)
 
     @triton.jit
     def ticket_cumsum(x_ptr, out_ptr, n, ticket_ptr, total_ptr, BLOCK: tl.constexpr):
@@ -460,10 +468,10 @@ def test_steered_launch_overtakes_every_split_update_and_ticket_order(monkeypatc
         for seed in range(5):
             x = torch.randint(0, 193, (255,), generator=torch.Generator().manual_seed(seed), dtype=torch.int32)
             want = torch.bincount(x, minlength=193)
-            for split in (True, False):
+            for split in range(5):
                 out = torch.zeros(193, dtype=torch.int32)
                 assert steered(count, [x, out, 255], {"SPLIT": split, "BLOCK": 128}, seed)[1].equal(want)
-                assert out.equal(want) != split, (seed, split)
+                assert out.equal(want) == (split == 0), (seed, split)
             v = torch.randn(200, generator=torch.Generator().manual_seed(seed))
             out, ticket, total = torch.zeros(200), torch.zeros(1, dtype=torch.int32), torch.zeros(1)
             in_order = steered(ticket_cumsum, [v, out, 200, ticket, total], {"BLOCK": 128}, seed)
