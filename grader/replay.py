@@ -182,14 +182,15 @@ class Guard:
                 x, y, z = builder.grid_idx
                 into.append((addrs, (x * ny + y) * nz + z))
 
-    def race(self) -> str | None:
+    def race(self, record: bool = True) -> str | None:
         """After a launch: an element written by one program and written or read by another, without
-        atomics, is a data race on a GPU (its programs run at the same time, in no set order)."""
+        atomics, is a data race on a GPU (its programs run at the same time, in no set order). With
+        ``record`` (the in-order run), the elements its atomics share are kept for the steered round."""
         np = self.np
         loads, stores, atomics, self.loads, self.stores, self.atomics = self.loads, self.stores, self.atomics, [], [], []
         locking, self.locking = self.locking, False
         self.launch_no += 1
-        if atomics:  # atomics read and write: the steered round waits on the addresses programs share
+        if atomics and record:  # atomics read and write: the steered round waits on the addresses programs share
             shared = self._shared([*loads, *atomics], [*stores, *atomics])
             if shared.size:
                 self.shared[self.launch_no] = shared
@@ -471,16 +472,17 @@ class Replayer:
             self.guard.locking = False
             self.guard.launch_no = 0
             self.guard.lanes.take()
-            shared, self.guard.shared = self.guard.shared, {}  # the in-order run's, kept for the rounds after it
+            if interleave_seed is None:
+                self.guard.shared = {}  # the in-order run's, kept for the rounds after it
             rng = self.np.random.default_rng(interleave_seed) if interleave_seed is not None else None
         try:
             for kernel, grid, args, kwargs in self.decoded(launches, bufs):
                 if rng is None:
                     kernel[grid](*args, **kwargs)
                 else:
-                    hot = shared.get(self.guard.launch_no + 1) if steer else None
+                    hot = self.guard.shared.get(self.guard.launch_no + 1) if steer else None
                     interleave.launch(kernel, grid, args, kwargs, rng, self.guard, hot)
-                race = self.guard.race() if self.guard is not None else None
+                race = self.guard.race(rng is None) if self.guard is not None else None
                 if race:
                     raise DataRace(race)
                 lane = self.guard.lanes.take() if self.guard is not None else None
@@ -491,8 +493,6 @@ class Replayer:
         finally:
             if self.guard is not None:  # checks apply to the replay only (the self-check runs the learner's call too)
                 self.guard.ranges = []
-                if rng is not None:
-                    self.guard.shared = shared
 
     def tensor_case(self, case: dict) -> dict:
         cid = case["id"]
