@@ -338,8 +338,10 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
                                     "例如用 torch/numpy 在 host 上算好再让 kernel 复制，或者 kernel 依赖 host 预先算好的数据。"
                                     f"细节：{msg}")
             if msg:
-                how = ("按随机顺序开始，每次访存之后都可能换另一个 program 先跑" if tag == "interleaved" else
-                       "一个 program 读了别的 program 也访问的元素之后，先让另一个 program 访问它、再走到下一次共享访问，才轮到它")
+                how = {"interleaved": "按随机顺序开始，每次访存之后都可能换另一个 program 先跑",
+                       "steered": "一个 program 读了别的 program 也访问的元素之后，先让另一个 program 访问它、再走到下一次共享访问，才轮到它",
+                       "reversed": "program 读写别的 program 也访问的元素之前先停下，让编号大的 program 先访问："
+                                   "共享元素上的先后和按编号依次运行时相反"}[tag]
                 return mk("failed", f"让 grid 里的 program 像在 GPU 上那样交错运行（{how}），结果就变了："
                                     "你的结果依赖 program 的执行顺序。GPU 上的 program 同时运行、没有先后，"
                                     "不能依赖别的 program 已经写好或还没写某个值；两次原子操作之间也可能插进别的 program"

@@ -25,6 +25,16 @@ its write, and a program that took a ticket (a block number, a slot) first is ov
 what the later ones need; an atomic or locked update stays right. A case runs the random interleaving and,
 where the in-order run found such addresses, the steered one (:mod:`grader.replay`).
 
+The same launches then run once more, reversed (``launch(..., reverse=True)``): a program about to touch a
+shared address (read or write) waits until another program has touched it, and then until that program
+has reached its next shared access; when every program waits, the waiting program with the highest id
+goes on (and a program that spins looks again: what it waits for may have changed). So at each shared
+address the programs come in the reverse of the in-order run's order, as far as their waits allow: a
+program that reads what another one has not written yet (the program with the highest id summing the
+others' partial results without waiting for them, a flag published before the value it guards) reads it
+too early, and a plain store that a later program overwrote in order now lands last. The steered round
+cannot do this: it lets a reader read first and overtakes it afterwards.
+
 The launch mirrors ``GridExecutor.__call__`` of Triton's interpreter (3.6 to 3.9), with the loop
 over the grid replaced.
 """
@@ -51,8 +61,8 @@ class Deadlock(RuntimeError):
 
 
 class Interleaving:
-    def __init__(self, rng, builder):
-        self.rng, self.builder = rng, builder
+    def __init__(self, rng, builder, reverse=False):
+        self.rng, self.builder, self.reverse = rng, builder, reverse
         self.lock = threading.RLock()
         self.cv = threading.Condition(self.lock)  # the launching thread waits on it (a program ended)
         self.waits: dict = {}       # program -> its condition (same lock): only the program given the turn wakes
@@ -66,8 +76,10 @@ class Interleaving:
         self.recent: dict = {}      # program -> the small accesses it made since it last got anywhere
         self.stuck = 0              # hand-overs in a row with every program spinning, none left to start
         self.urged = False          # hand over at the next access
-        self.parked: dict = {}      # program -> shared addresses it read, waiting for another program to touch them
+        self.parked: dict = {}      # program -> shared addresses it read (reversed: is about to touch), waiting for
+                                    # another program to touch them
         self.deferred: dict = {}    # program -> the parked programs it overtook, to go on at its next shared access
+        self.spin_on: dict = {}     # reversed: program -> the shared addresses it last spun on
 
     def run(self, programs: list, body) -> None:
         """Run ``body(program)`` for every program; re-raises the first program's error."""
@@ -89,21 +101,39 @@ class Interleaving:
         if self.error is not None:
             raise self.error
 
-    def shared_access(self, addrs: set, read: bool) -> None:
+    def shared_access(self, addrs: set, read: bool, wrote: bool = False, before: bool = False) -> None:
         """The running program touched addresses another program of the launch also touches, one of them writing
-        (known from the in-order run of a steered launch). Programs parked on any of them go on once this one
-        reaches its next shared access (or ends); after a read (an atomic reads too), the reader parks until
-        another program touches them too (or nothing else can run). A read the program repeats (a spin on a lock
-        or a flag) does not park it again."""
+        (known from the in-order run of a steered launch), or is about to (``before``). Programs parked on any
+        of them go on once this one reaches its next shared access (or ends). Steered: after a read (an atomic
+        reads too), the reader parks until another program touches them too (or nothing else can run).
+        Reversed: before any access, the program parks the same way, and a write wakes the programs spinning
+        on those addresses. A read the program repeats (a spin on a lock or a flag) does not park it again."""
         me = self.turn
-        self._release(me)
+        spinning = self.spins.get(me, 0)
+        if before:
+            if self.reverse:
+                self._release(me)
+                if spinning:
+                    self.spin_on[me] = addrs
+                else:
+                    self._park(me, addrs)
+            return
+        if not self.reverse:
+            self._release(me)
+        elif wrote and not spinning:  # what they wait for may have changed: they look again
+            for p, held in self.spin_on.items():
+                if p != me and held & addrs:
+                    self.spins[p] = 0
         overtaken = [(p, held) for p, held in self.parked.items() if p != me and held & addrs]
         if overtaken:
             self.deferred[me] = overtaken
-        if read and not self.spins.get(me, 0):
-            self.parked.pop(me, None)
-            self.parked[me] = addrs  # last in the order: the first to go on when every program waits
-            self.urged = True
+        if read and not self.reverse and not spinning:
+            self._park(me, addrs)
+
+    def _park(self, me, addrs: set) -> None:
+        self.parked.pop(me, None)
+        self.parked[me] = addrs  # last in the order: the first to go on when every program waits (steered)
+        self.urged = True
 
     def _release(self, program) -> None:
         """The programs ``program`` overtook at its previous shared access go on (if still parked there)."""
@@ -122,8 +152,8 @@ class Interleaving:
         with self.cv:
             me = self.turn
             if self.live and all(self._blocked(p) for p in self.live):
-                if self.parked:  # the one that waited last goes on; the others may still be overtaken
-                    del self.parked[next(reversed(self.parked))]
+                if self.parked:  # the one that waited last goes on (reversed: the highest id); the others may still be overtaken
+                    del self.parked[max(self.parked, key=lambda p: p[::-1]) if self.reverse else next(reversed(self.parked))]
                 elif self.pending:
                     self.stuck = 0
                     self._start(min(self.pending, key=lambda p: p[::-1]))
@@ -208,10 +238,10 @@ class Interleaving:
                 self._wake_all()
 
 
-def launch(kernel, grid, args: list, kwargs: dict, rng, guard, hot=None) -> None:
+def launch(kernel, grid, args: list, kwargs: dict, rng, guard, hot=None, reverse=False) -> None:
     """``kernel[grid](*args, **kwargs)`` under the interpreter, the programs interleaved at the memory
     accesses ``guard`` (an installed :class:`grader.replay.Guard`) sees; steered to the sorted addresses
-    ``hot`` when given."""
+    ``hot`` when given (``reverse``: reversed at them)."""
     from triton.runtime import interpreter as I
 
     ex = I.GridExecutor(kernel.rewrite(), kernel.arg_names, grid, kernel.pre_run_hooks)  # what kernel[grid] runs
@@ -229,7 +259,7 @@ def launch(kernel, grid, args: list, kwargs: dict, rng, guard, hot=None) -> None
         g = tuple(g) + (1,) * (3 - len(g))
         I.interpreter_builder.set_grid_dim(*g)
         programs = [(x, y, z) for x in range(g[0]) for y in range(g[1]) for z in range(g[2])]
-        guard.interleaving, guard.hot = Interleaving(rng, I.interpreter_builder), hot
+        guard.interleaving, guard.hot = Interleaving(rng, I.interpreter_builder, reverse), hot
         guard.interleaving.run(programs, lambda _: fn(**call))
     finally:
         guard.interleaving, guard.hot = None, None

@@ -15,7 +15,8 @@ killed. It imports only the learner's kernels (``ROOT/replay/kernels.py``, see
    atomic of the interpreter is checked against the tensors' storage (an out-of-bounds access is
    reported with the program and the index even when its value is masked at the store), and the grid
    is run a second time with its programs interleaved as a GPU may run them (:mod:`grader.interleave`),
-   and a third time steered where the in-order run found atomics on addresses several programs share;
+   and, where the in-order run found atomics on addresses several programs share, a third time steered and a
+   fourth time reversed at those addresses;
 4. writes the outputs and a record to ``ROOT/replay/out`` for :mod:`grader.compare`.
 
 Performance cases (GPU) time the replayed launches against the exercise's own solution (a textbook
@@ -111,45 +112,56 @@ class Guard:
                 access(tuple(int(v) for v in b.grid_idx), self.addresses(ptrs, mask).astype(np.int64), pos, self.label)
 
         def masked_load(ptrs, mask, *args, **kw):
+            hot = shared(ptrs, mask)
             step()
             self.note(ptrs, mask, self.loads, b, "读取")
             in_order(self.lanes.load, ptrs, mask)
             result = seen("load", ptrs, load(ptrs, mask, *args, **kw))
-            shared(ptrs, mask, True)
+            touched(hot, True, False)
             return result
 
         def masked_store(ptrs, value, mask, *args, **kw):
+            hot = shared(ptrs, mask)
             step()
             self.note(ptrs, mask, self.stores, b, "写入")
             in_order(self.lanes.store, ptrs, mask)
             result = store(ptrs, value, mask, *args, **kw)
             seen("store", ptrs, None)
-            shared(ptrs, mask, False)
+            touched(hot, False, True)
             return result
 
-        def shared(ptrs, mask, read):  # an address another program also touches, in a launch with atomics
+        def shared(ptrs, mask):  # the addresses of an access that another program also touches (a steered launch)
             hot = self.hot
             if hot is None or not hot.size or self.interleaving is None:
-                return
+                return None
             a = self.addresses(ptrs, mask).astype(self.np.int64)
             a = a[hot[self.np.clip(self.np.searchsorted(hot, a), 0, hot.size - 1)] == a]
-            if a.size:
-                self.interleaving.shared_access(set(a.tolist()), read)
+            if not a.size:
+                return None
+            addrs = set(a.tolist())
+            self.interleaving.shared_access(addrs, False, before=True)  # the reversed round waits here
+            return addrs
+
+        def touched(addrs, read, wrote):
+            if addrs:
+                self.interleaving.shared_access(addrs, read, wrote)
 
         def atomic_rmw(op, ptr, val, mask, *args, **kw):
+            hot = shared(ptr, mask)
             step()
             self.note(ptr, mask, self.atomics, b, "原子操作")
             self.locking = self.locking or op == xchg
             result = seen(f"rmw{op}", ptr, rmw(op, ptr, val, mask, *args, **kw))
-            shared(ptr, mask, True)  # it reads too: another program may come between it and the next access
+            touched(hot, True, True)  # it reads too: another program may come between it and the next access
             return result
 
         def atomic_cas(ptr, *args, **kw):
+            hot = shared(ptr, None)
             step()
             self.note(ptr, None, self.atomics, b, "原子操作")
             self.locking = True
             result = seen("cas", ptr, cas(ptr, *args, **kw))
-            shared(ptr, None, True)
+            touched(hot, True, True)
             return result
 
         def debug_barrier():
@@ -185,7 +197,7 @@ class Guard:
     def race(self, record: bool = True) -> str | None:
         """After a launch: an element written by one program and written or read by another, without
         atomics, is a data race on a GPU (its programs run at the same time, in no set order). With
-        ``record`` (the in-order run), the elements its atomics share are kept for the steered round."""
+        ``record`` (the in-order run), the elements its atomics share are kept for the steered and reversed rounds."""
         np = self.np
         loads, stores, atomics, self.loads, self.stores, self.atomics = self.loads, self.stores, self.atomics, [], [], []
         locking, self.locking = self.locking, False
@@ -460,9 +472,10 @@ class Replayer:
         return [(self.kernels[e["kernel"]], tuple(e["grid"]), [self.decode(a, bufs) for a in e["args"]],
                  {k: self.decode(v, bufs) for k, v in e["kwargs"].items()}) for e in launches]
 
-    def run_launches(self, launches, bufs, spans, interleave_seed=None, steer=False) -> None:
+    def run_launches(self, launches, bufs, spans, interleave_seed=None, steer=None) -> None:
         """The logged launches in order; with a seed (interpreter only), each launch's programs interleaved
-        (:mod:`grader.interleave`), with ``steer`` steered to the addresses the in-order run found shared."""
+        (:mod:`grader.interleave`), with ``steer`` ("steered" or "reversed") steered at the addresses the in-order
+        run found shared."""
         rng = None
         if self.guard is not None:
             self.guard.ranges = list(spans.values()) + [
@@ -481,7 +494,7 @@ class Replayer:
                     kernel[grid](*args, **kwargs)
                 else:
                     hot = self.guard.shared.get(self.guard.launch_no + 1) if steer else None
-                    interleave.launch(kernel, grid, args, kwargs, rng, self.guard, hot)
+                    interleave.launch(kernel, grid, args, kwargs, rng, self.guard, hot, steer == "reversed")
                 race = self.guard.race(rng is None) if self.guard is not None else None
                 if race:
                     raise DataRace(race)
@@ -528,13 +541,14 @@ class Replayer:
         interleaving = self.guard is not None and case.get("order_check", True) and 1 < programs <= interleave.MAX_PROGRAMS
         if self.guard is not None and programs > interleave.MAX_PROGRAMS:
             rec["not_interleaved"] = programs  # a thread per program: the smaller cases are interleaved
-        for tag in ("fresh", "interleaved", "steered"):
-            if tag != "fresh" and not interleaving or tag == "steered" and not self.guard.shared:
-                break  # steered: only where the in-order run found atomics on addresses several programs share
+        for tag in ("fresh", "interleaved", "steered", "reversed"):
+            if tag != "fresh" and not interleaving or tag in ("steered", "reversed") and not self.guard.shared:
+                break  # steered, reversed: only where the in-order run found atomics on addresses several programs share
             for k, b in bufs.items():
                 b.copy_(initial[k])
             try:
-                self.run_launches(launches, bufs, spans, None if tag == "fresh" else case["order_seed"], tag == "steered")
+                self.run_launches(launches, bufs, spans, None if tag == "fresh" else case["order_seed"],
+                                  tag if tag in ("steered", "reversed") else None)
             except DataRace as e:
                 rec["race"] = str(e)
                 return rec

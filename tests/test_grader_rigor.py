@@ -408,6 +408,28 @@ def test_interleaved_launch_loses_split_updates_and_keeps_locked_ones(monkeypatc
         uninstall()
 
 
+def _in_order_then_steered(guard, kernel, args, kw, seed, reverse=False):
+    """Two programs in order (the guard finds the shared addresses), then steered (or reversed) from the same
+    start; returns the tensors after the in-order run, ``args`` hold the steered run's."""
+    import numpy as np
+    import torch
+
+    from grader import interleave
+
+    before = [a.clone() if torch.is_tensor(a) else a for a in args]
+    guard.ranges = [(t.data_ptr(), t.data_ptr() + t.element_size() * t.numel(), f"t{i}", t.element_size())
+                    for i, t in enumerate(args) if torch.is_tensor(t)]
+    guard.launch_no, guard.shared = 0, {}
+    kernel[(2,)](*args, **kw)
+    assert guard.race() is None and guard.shared[1].size > 0
+    in_order = [a.clone() for a in args if torch.is_tensor(a)]
+    for a, b in zip(args, before):
+        if torch.is_tensor(a):
+            a.copy_(b)
+    interleave.launch(kernel, (2,), args, kw, np.random.default_rng(seed), guard, guard.shared[1], reverse)
+    return in_order
+
+
 def test_steered_launch_overtakes_every_split_update_and_ticket_order(monkeypatch):
     """grader.interleave steered by the in-order run, two programs, every seed: a read-modify-write made of two
     atomics (any two, no lock, no plain store; a compare-and-swap not retried; a volatile load and an exchange)
@@ -415,12 +437,10 @@ def test_steered_launch_overtakes_every_split_update_and_ticket_order(monkeypatc
     sum to the running total before the one with block 0 (a running total that does not wait); one atomic_add per
     element stays right under the same steering."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    import numpy as np
     import torch
     import triton
     import triton.language as tl
 
-    from grader import interleave
     from grader.replay import Guard
 
     @triton.jit
@@ -448,19 +468,8 @@ def test_steered_launch_overtakes_every_split_update_and_ticket_order(monkeypatc
         carry = tl.atomic_add(total_ptr, tl.sum(v, axis=0))
         tl.store(out_ptr + cols, tl.cumsum(v, axis=0) + carry, mask=cols < n)
 
-    def steered(kernel, args, kw, seed):  # in order (finds the shared addresses), then steered from the same start
-        before = [a.clone() if torch.is_tensor(a) else a for a in args]
-        guard.ranges = [(t.data_ptr(), t.data_ptr() + t.element_size() * t.numel(), f"t{i}", t.element_size())
-                        for i, t in enumerate(args) if torch.is_tensor(t)]
-        guard.launch_no, guard.shared = 0, {}
-        kernel[(2,)](*args, **kw)
-        assert guard.race() is None and guard.shared[1].size > 0
-        in_order = [a.clone() for a in args if torch.is_tensor(a)]
-        for a, b in zip(args, before):
-            if torch.is_tensor(a):
-                a.copy_(b)
-        interleave.launch(kernel, (2,), args, kw, np.random.default_rng(seed), guard, guard.shared[1])
-        return in_order
+    def steered(kernel, args, kw, seed):
+        return _in_order_then_steered(guard, kernel, args, kw, seed)
 
     guard = Guard()
     uninstall = guard.install()
@@ -477,6 +486,72 @@ def test_steered_launch_overtakes_every_split_update_and_ticket_order(monkeypatc
             in_order = steered(ticket_cumsum, [v, out, 200, ticket, total], {"BLOCK": 128}, seed)
             assert torch.allclose(in_order[1], v.cumsum(0), atol=1e-4)
             assert not torch.allclose(out, v.cumsum(0), atol=1e-4), seed
+    finally:
+        uninstall()
+
+
+def test_reversed_launch_reads_before_the_writes_it_did_not_wait_for(monkeypatch):
+    """grader.interleave reversed at the shared addresses, two programs, every seed: the program with the
+    highest id summing the others' partial counts without waiting for them, a flag published before the value
+    it guards, and a plain store another program overwrote in order (a lock in the launch: no race check)
+    all come out wrong; waiting on a ticket, the value before its flag and a locked update stay right."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import torch
+    import triton
+    import triton.language as tl
+
+    from grader.replay import Guard
+
+    @triton.jit
+    def last_sums(x_ptr, part_ptr, out_ptr, ticket_ptr, WAIT: tl.constexpr, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        tl.atomic_add(part_ptr + pid * 8 + tl.load(x_ptr + pid * BLOCK + tl.arange(0, BLOCK)), 1)
+        last = tl.atomic_add(ticket_ptr, 1) == tl.num_programs(0) - 1 if WAIT else pid == tl.num_programs(0) - 1
+        if last:
+            b = tl.arange(0, 8)
+            tl.store(out_ptr + b, tl.load(part_ptr + b) + tl.load(part_ptr + 8 + b))
+
+    @triton.jit
+    def publish(v_ptr, flag_ptr, out_ptr, FLAG_FIRST: tl.constexpr):
+        if tl.program_id(0) == 0:
+            tl.store(v_ptr + 1, 3.0)
+            if FLAG_FIRST:
+                tl.atomic_xchg(flag_ptr, 1)
+                tl.store(v_ptr, 7.0)
+            else:
+                tl.store(v_ptr, 7.0)
+                tl.atomic_xchg(flag_ptr, 1)
+        else:
+            while tl.atomic_add(flag_ptr, 0) == 0:
+                pass
+            tl.store(out_ptr, tl.load(v_ptr) + tl.load(v_ptr + 1))
+
+    @triton.jit
+    def overwrite(out_ptr, lock_ptr):
+        while tl.atomic_cas(lock_ptr, 0, 1) == 1:
+            pass
+        tl.store(out_ptr, tl.load(out_ptr) + 1.0)  # a locked update: right in any order
+        tl.atomic_xchg(lock_ptr, 0)
+        tl.store(out_ptr + 1, tl.program_id(0) * 2.0 - 1.0)  # program 1's 1.0 lands last in order
+
+    guard = Guard()
+    uninstall = guard.install()
+    try:
+        for seed in range(5):
+            x = torch.randint(0, 8, (64,), generator=torch.Generator().manual_seed(seed), dtype=torch.int32)
+            want = torch.bincount(x, minlength=8)
+            for wait in (0, 1):
+                part, out, ticket = torch.zeros(16, dtype=torch.int32), torch.zeros(8, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
+                in_order = _in_order_then_steered(guard, last_sums, [x, part, out, ticket], {"WAIT": wait, "BLOCK": 32},
+                                                  seed, reverse=True)
+                assert in_order[2].equal(want) and out.equal(want) == bool(wait), (seed, wait)
+            for flag_first in (0, 1):
+                v, flag, out = torch.zeros(2), torch.zeros(1, dtype=torch.int32), torch.zeros(1)
+                _in_order_then_steered(guard, publish, [v, flag, out], {"FLAG_FIRST": flag_first}, seed, reverse=True)
+                assert (out.item() == 10.0) == (not flag_first), (seed, flag_first)  # the spinner looks again at once
+            out, lock = torch.zeros(2), torch.zeros(1, dtype=torch.int32)
+            in_order = _in_order_then_steered(guard, overwrite, [out, lock], {}, seed, reverse=True)
+            assert in_order[0].tolist() == [2.0, 1.0] and out.tolist() == [2.0, -1.0], seed
     finally:
         uninstall()
 

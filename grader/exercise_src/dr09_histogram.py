@@ -20,7 +20,7 @@
 # - 评分器传进来的 `out` 里不是 0；`n` 远大于 `BLOCK`，有的测试里几乎所有元素都落在同一个桶里。
 # - 测试也会传入别的 `BLOCK`（比如 128）：grid 和 kernel 都要用参数 `BLOCK`。
 # - CPU 解释器是一个 program 接一个地跑的，所以“不用原子操作”的写法在解释器上有时也能蒙对，在 GPU 上不行。
-#   评分器会让 program 交错运行再跑一遍（每次访存后都可能换别的 program 先跑）；写法本身必须不依赖顺序，
+#   评分器会让 program 交错运行再跑几遍（每次访存后都可能换别的 program 先跑；共享的桶上让编号大的 program 先读写）；写法本身必须不依赖顺序，
 #   也不能让两个 program 不经原子操作写同一个地址（先 atomic_add 读、再 atomic_xchg 写回也不行：中间会插进别的 program，评分器每次都让它插进去）。
 # %% id=dr09-setup role=setup
 import tcourse
