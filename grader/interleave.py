@@ -26,7 +26,7 @@ what the later ones need; an atomic or locked update stays right. A case runs th
 where the in-order run found such addresses, the steered one (:mod:`grader.replay`).
 
 The same launches then run once more, reversed (``launch(..., reverse=True)``): a program about to touch a
-shared address (read or write) waits until another program has touched it, and then until that program
+shared address (read or write, :meth:`Interleaving.before_shared`) waits until another program has touched it, and then until that program
 has reached its next shared access; when every program waits, the waiting program with the highest id
 goes on (and a program that spins looks again: what it waits for may have changed). So at each shared
 address the programs come in the reverse of the in-order run's order, as far as their waits allow: a
@@ -101,23 +101,27 @@ class Interleaving:
         if self.error is not None:
             raise self.error
 
-    def shared_access(self, addrs: set, read: bool, wrote: bool = False, before: bool = False) -> None:
-        """The running program touched addresses another program of the launch also touches, one of them writing
-        (known from the in-order run of a steered launch), or is about to (``before``). Programs parked on any
-        of them go on once this one reaches its next shared access (or ends). Steered: after a read (an atomic
-        reads too), the reader parks until another program touches them too (or nothing else can run).
-        Reversed: before any access, the program parks the same way, and a write wakes the programs spinning
-        on those addresses. A read the program repeats (a spin on a lock or a flag) does not park it again."""
+    def before_shared(self, addrs: set) -> None:
+        """The running program is about to touch addresses another program of the launch also touches, one of
+        them writing (known from the in-order run of a steered launch). Reversed: the programs it overtook at its
+        previous shared access go on, and it parks until another program touches them (or nothing else can run);
+        a program that spins does not park again, its addresses are kept for :meth:`shared_access` to wake it."""
+        if not self.reverse:
+            return
+        me = self.turn
+        self._release(me)
+        if self.spins.get(me, 0):
+            self.spin_on[me] = addrs
+        else:
+            self._park(me, addrs)
+
+    def shared_access(self, addrs: set, read: bool, wrote: bool) -> None:
+        """The running program touched such addresses. Programs parked on any of them go on once this one reaches
+        its next shared access (or ends). Steered: after a read (an atomic reads too), the reader parks until
+        another program touches them too (or nothing else can run); a read the program repeats (a spin on a
+        lock or a flag) does not park it again. Reversed: a write wakes the programs spinning on them."""
         me = self.turn
         spinning = self.spins.get(me, 0)
-        if before:
-            if self.reverse:
-                self._release(me)
-                if spinning:
-                    self.spin_on[me] = addrs
-                else:
-                    self._park(me, addrs)
-            return
         if not self.reverse:
             self._release(me)
         elif wrote and not spinning:  # what they wait for may have changed: they look again

@@ -139,7 +139,7 @@ class Guard:
             if not a.size:
                 return None
             addrs = set(a.tolist())
-            self.interleaving.shared_access(addrs, False, before=True)  # the reversed round waits here
+            self.interleaving.before_shared(addrs)  # the reversed round waits here
             return addrs
 
         def touched(addrs, read, wrote):

@@ -468,9 +468,6 @@ def test_steered_launch_overtakes_every_split_update_and_ticket_order(monkeypatc
         carry = tl.atomic_add(total_ptr, tl.sum(v, axis=0))
         tl.store(out_ptr + cols, tl.cumsum(v, axis=0) + carry, mask=cols < n)
 
-    def steered(kernel, args, kw, seed):
-        return _in_order_then_steered(guard, kernel, args, kw, seed)
-
     guard = Guard()
     uninstall = guard.install()
     try:
@@ -479,11 +476,11 @@ def test_steered_launch_overtakes_every_split_update_and_ticket_order(monkeypatc
             want = torch.bincount(x, minlength=193)
             for split in range(5):
                 out = torch.zeros(193, dtype=torch.int32)
-                assert steered(count, [x, out, 255], {"SPLIT": split, "BLOCK": 128}, seed)[1].equal(want)
+                assert _in_order_then_steered(guard, count, [x, out, 255], {"SPLIT": split, "BLOCK": 128}, seed)[1].equal(want)
                 assert out.equal(want) == (split == 0), (seed, split)
             v = torch.randn(200, generator=torch.Generator().manual_seed(seed))
             out, ticket, total = torch.zeros(200), torch.zeros(1, dtype=torch.int32), torch.zeros(1)
-            in_order = steered(ticket_cumsum, [v, out, 200, ticket, total], {"BLOCK": 128}, seed)
+            in_order = _in_order_then_steered(guard, ticket_cumsum, [v, out, 200, ticket, total], {"BLOCK": 128}, seed)
             assert torch.allclose(in_order[1], v.cumsum(0), atol=1e-4)
             assert not torch.allclose(out, v.cumsum(0), atol=1e-4), seed
     finally:
