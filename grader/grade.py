@@ -28,6 +28,7 @@ class Result:
     sandbox: str = ""
     declared: str | None = None
     phases: dict = field(default_factory=dict)  # seconds spent running the learner's notebook and the replay
+    date: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))  # when it was graded
 
     @property
     def score(self) -> float:
@@ -44,7 +45,7 @@ class Result:
 
     def as_dict(self, versions: dict) -> dict:
         return {"exercise": self.exercise, "declared_exercise": self.declared, "score": self.score,
-                "max_score": self.max_score, "device": self.device, "versions": versions,
+                "max_score": self.max_score, "device": self.device, "date": self.date, "versions": versions,
                 "duration_s": round(self.duration_s, 2), "seed": self.seed,
                 "skipped_points": round(sum(t.max_points for t in self.tests if t.status == "skipped"), 2),
                 "notes": self.notes, "sandbox": self.sandbox, "phases": self.phases,

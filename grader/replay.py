@@ -626,15 +626,26 @@ class Replayer:
         c = bench.compare(student, solution, nbytes=perf.get("nbytes"), flops=perf.get("flops"))
         rec["perf"] = {"ours_ms": c.ours.median_ms, "target_ms": c.torch.median_ms, "unit": c.unit,
                        "ours_rate": c.rate(c.ours), "target_rate": c.rate(c.torch)}
+        if not case["perf_ref"]:
+            return rec
         try:
             import tcourse.kernels as tk
 
             ref = getattr(tk, case["perf_ref"])
-            t = bench.compare(student, lambda: ref(*args, **kwargs), nbytes=perf.get("nbytes"), flops=perf.get("flops"))
+            ref_names, ref_kw_names = perf_ref_call(perf)
+            ref_args, ref_kwargs = [values[n] for n in ref_names], {n: values[n] for n in ref_kw_names}
+            t = bench.compare(student, lambda: ref(*ref_args, **ref_kwargs), nbytes=perf.get("nbytes"), flops=perf.get("flops"))
             rec["perf"]["tuned_rate"] = t.rate(t.torch)
         except Exception as e:  # information only
             rec["perf"]["tuned_note"] = f"{type(e).__name__}: {e}"[:200]
         return rec
+
+
+def perf_ref_call(perf: dict) -> tuple[list[str], list[str]]:
+    """The names a perf case passes to the exercise's ``perf_ref`` kernel: (positional, by keyword)."""
+    if "ref_call" in perf:
+        return list(perf["ref_call"]), []
+    return list(perf["call"]), list(perf.get("kwargs", []))
 
 
 def _most_programs(launches: list[dict]) -> int:

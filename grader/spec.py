@@ -84,7 +84,7 @@ class Case:
     hint: str = ""                    # what the case is about, shown when it fails
     tol: tuple[float, float] | None = None  # (atol, rtol) for this case instead of the exercise's
     calls: tuple = ()                 # python mode: argument tuples
-    perf: dict = field(default_factory=dict)  # perf mode: shapes, scalars, call, kwargs, nbytes/flops, ref
+    perf: dict = field(default_factory=dict)  # perf mode: shapes, scalars, call, kwargs, nbytes/flops, tuning, ref_call
     order_check: bool = True          # CPU: also replay the grid with its programs interleaved
     max_programs: str = ""            # a scalar's name: no launch may have more programs than its value (persistent)
     reference: Callable | None = None  # instead of the exercise's (a case of another function)
@@ -109,7 +109,9 @@ class Exercise:
     learner's code calls them (a clearer message than the replay's); ``needs`` says what a CPU run
     requires (for example ``"triton>=3.9"`` when older interpreters cannot run it).
     ``perf_ref`` names the tuned ``tcourse.kernels`` function whose speed is shown as information
-    (the points are graded against the exercise's own solution: a textbook kernel)."""
+    (the points are graded against the exercise's own solution: a textbook kernel); it is called with the
+    perf case's ``ref_call`` inputs where the case gives them, else with the learner's ``call`` and ``kwargs``
+    (``replay.perf_ref_call``). Empty: no tuned kernel computes what the exercise does."""
 
     title: str
     func: str = ""
@@ -157,3 +159,4 @@ def near_multiples(rng: random.Random, bases=(64, 128, 256, 1024), k: int = 2, s
         if len(out) == k:
             break
     return out
+

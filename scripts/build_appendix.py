@@ -156,6 +156,10 @@ def split_doc(doc) -> tuple[str | None, dict, object]:
     if isinstance(doc, dict):
         meta = dict(doc["meta"]) if isinstance(doc.get("meta"), dict) else {}
         meta.update({k: doc[k] for k in ENV_KEYS if k in doc and is_scalar(doc[k])})
+        versions = doc.get("versions") if isinstance(doc.get("versions"), dict) else {}  # bench suite, grader results
+        meta.update({k: v for k, v in versions.items() if k in ENV_KEYS and is_scalar(v)})
+        if isinstance(doc.get("capability"), list):  # [9, 0] as recordings write it: "9.0"
+            meta["capability"] = ".".join(str(x) for x in doc["capability"])
         rest = {k: v for k, v in doc.items() if k not in ENV_KEYS and k not in ("name", "meta")}
         return doc.get("name"), meta, rest
     return None, {}, doc

@@ -9,6 +9,8 @@ import os
 import statistics
 from dataclasses import asdict, dataclass
 
+from .numbers import comparison_text
+
 
 class NeedsGPU(RuntimeError):
     """Raised instead of timing on a machine without a GPU or with TRITON_INTERPRET=1."""
@@ -174,7 +176,7 @@ class Comparison:
                     f"  {rate}{frac}")
 
         return "\n".join([one("triton", self.ours), one("torch", self.torch),
-                          f"speedup vs torch: {self.speedup:.2f}x (torch time / triton time)"])
+                          f"speedup vs torch: {comparison_text(self.as_dict())} (torch time / triton time)"])
 
 
 def compare(ours, ref, *, nbytes: int | None = None, flops: int | None = None, ceiling: float | None = None,

@@ -5,15 +5,17 @@ without raising (a learner runs the whole notebook before writing anything).
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import random
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from grader import registry, source
+from grader import registry, replay, source
 from tcourse import nbtools
 
 REPO = Path(__file__).resolve().parent.parent
@@ -24,6 +26,22 @@ def test_every_exercise_has_a_source_and_both_notebooks():
     assert source.exercise_ids() == sorted(registry.exercises())
     for folder, ex in NOTEBOOKS:
         assert (REPO / folder / f"{ex}.ipynb").exists()
+
+
+def test_perf_cases_call_their_tuned_kernel_with_its_signature():
+    """The "tuned tcourse.kernels" line of a perf result needs the call to bind (a TypeError there is swallowed
+    as information only, so it would silently never show)."""
+    import tcourse.kernels as tk
+
+    checked = []
+    for ex in registry.exercises().values():
+        for case in (ex.cases("cuda", random.Random(1)) if ex.cases else []):
+            if case.mode != "perf" or not ex.perf_ref:
+                continue
+            names, kw_names = replay.perf_ref_call(case.perf)
+            inspect.signature(getattr(tk, ex.perf_ref)).bind(*names, **dict.fromkeys(kw_names))
+            checked.append(ex.id)
+    assert len(checked) >= 7, checked
 
 
 @pytest.mark.parametrize("folder, ex", NOTEBOOKS)

@@ -234,7 +234,7 @@ def test_cli_check_json_and_exit_codes(tmp_path):
                         "--json", str(out), "--device", "cpu"], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     d = json.loads(out.read_text(encoding="utf-8"))
-    assert {"exercise", "score", "max_score", "device", "versions", "duration_s", "tests"} <= d.keys()
+    assert {"exercise", "score", "max_score", "device", "date", "versions", "duration_s", "tests"} <= d.keys()
     assert d["score"] == d["max_score"] and d["device"] == "cpu"
     assert all({"name", "status", "points", "max_points", "message"} <= t.keys() for t in d["tests"])
     bad = make_variant(tmp_path, "ex04_group_m_swizzle", VARIANTS["swizzle-no-min"][1])

@@ -132,6 +132,22 @@ def test_attention_scale():
     assert rel_err(K.attention(q, k, v, sm_scale=0.3), ref) < (1e-5 if DEV == "cpu" else 3e-3)
 
 
+def test_attention_rejects_what_its_kernels_get_wrong():
+    """A scale <= 0 (scores are masked to -inf before the scale) and, causal, a key block that does not tile the
+    query block: errors that say why, not NaN or a silently unmasked diagonal."""
+    from tcourse.kernels import attention_kernels as AK
+
+    dtype = torch.float32 if DEV == "cpu" else torch.float16
+    q, k, v = (randn(1, 1, 48, 16, dtype=dtype, seed=s) for s in (23, 24, 25))
+    for scale in (0.0, -0.25):
+        with pytest.raises(ValueError, match="sm_scale must be > 0"):
+            K.attention(q, k, v, sm_scale=scale)
+    with pytest.raises(ValueError, match="BM a multiple of BN"):
+        AK.attention_ptr(q, k, v, causal=True, config={"BM": 16, "BN": 32})
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=False)
+    assert rel_err(AK.attention_ptr(q, k, v, config={"BM": 16, "BN": 32}), ref) < (1e-5 if DEV == "cpu" else 3e-3)
+
+
 @gpu_only
 @pytest.mark.parametrize("mnk", [(1024, 1024, 1024), (1000, 1000, 1000), (1024, 1000, 1008)])
 def test_matmul_gluon_dispatch_gpu(mnk):

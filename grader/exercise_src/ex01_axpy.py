@@ -60,7 +60,7 @@ def axpy(a, x, y, out=None, BLOCK_SIZE=1024):
 # ## 怎样得到反馈
 #
 # - **在 JupyterLab 里**：改完答案单元后，运行下面的自检单元（选中它按 Shift+Enter，或 Run → Run All Cells）。它在几个公开的小形状上和规格对比，几秒内告诉你哪里错了；没有 GPU 时同样能用（CPU 解释器）。
-# - **在终端里**（评分：没见过的形状、和参考 kernel 对比、给出得分）：先保存 Notebook（Ctrl+S），在 JupyterLab 里打开 File → New → Terminal（`./course.sh lab` 启动的终端已经用上课程的 `.venv`），在仓库根目录运行
+# - **在终端里**（评分：没见过的形状、和 float64 的参考结果对比、给出得分）：先保存 Notebook（Ctrl+S），在 JupyterLab 里打开 File → New → Terminal（`./course.sh lab` 启动的终端已经用上课程的 `.venv`），在仓库根目录运行
 #
 #   ```bash
 #   python -m grader check exercises/ex01_axpy.ipynb
@@ -82,8 +82,9 @@ selfcheck.check("ex01_axpy", globals())
 # `torch.add(y, x, alpha=a)`（每元素 12 字节，和你的 kernel 一样）；`a * x + y` 是两个 kernel、每元素 20 字节，不公平。
 # 在 CPU 上这个单元不计时（解释器的时间衡量的是 Python，不是 GPU），只显示 GPU 上记录的结果（还没有记录时只打印一句说明）。
 #
-# 记录（`results/h200/ex01_axpy_block_sweep.json`，H200，下面的单元会打印它的日期和版本）里，`BLOCK_SIZE` 从 512 起
-# 两者持平（中位数差别不到 0.3%），256 低约 1%。记录只存了中位数、没有离散度，1% 这样的差别要在你自己的 GPU 上多跑几轮才能确认。
+# 记录（`results/h200/ex01_axpy_block_sweep.json`，H200，下面的单元会打印它的日期和版本）里四种块大小的中位数都和 torch
+# 很接近。这份记录只存了中位数、没有离散度，所以它不能说明哪种块大小更快：差别要在你自己的 GPU 上交替多跑几轮，
+# 和 p20–p80 的离散度比较之后才能下结论（第 2 章的扫描就是这样做的）。
 # %% id=ex01-bench role=demo
 def block_size_sweep():
     import tcourse.bench

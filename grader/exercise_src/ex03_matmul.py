@@ -17,7 +17,7 @@
 # - 输入不一定是连续的：有的测试里 `a` 或 `b` 是转置视图、`a` 的行之间有空隙；`out` 也可能是行间有空隙的视图
 #   或转置视图。`a`、`b`、`out` 都用 `.stride()`。
 # - 测试会传入不同的 `BLOCK_M`、`BLOCK_N`、`BLOCK_K`（例如 `BLOCK_M=64, BLOCK_N=16, BLOCK_K=32`），三者不一定相等。
-# - 形状包括 1x1x1、质数、33x31x65（块大小 ±1）、257x129x190；float32 和 float16（GPU 上还有 bfloat16）。
+# - 形状包括 1x1x1、质数、33x31x65（块大小 ±1）、100x60x130 和每次重新抽取的隐藏形状；float32 和 float16（GPU 上还有 bfloat16）。
 # %% id=ex03-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -77,7 +77,7 @@ def matmul(a, b, out=None, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=4, num_
 # ## 怎样得到反馈
 #
 # - **在 JupyterLab 里**：改完答案单元后，运行下面的自检单元（选中它按 Shift+Enter，或 Run → Run All Cells）。它在几个公开的小形状上和规格对比，几秒内告诉你哪里错了；没有 GPU 时同样能用（CPU 解释器）。
-# - **在终端里**（评分：没见过的形状、和参考 kernel 对比、给出得分）：先保存 Notebook（Ctrl+S），在 JupyterLab 里打开 File → New → Terminal（`./course.sh lab` 启动的终端已经用上课程的 `.venv`），在仓库根目录运行
+# - **在终端里**（评分：没见过的形状、和 float64 的参考结果对比、给出得分）：先保存 Notebook（Ctrl+S），在 JupyterLab 里打开 File → New → Terminal（`./course.sh lab` 启动的终端已经用上课程的 `.venv`），在仓库根目录运行
 #
 #   ```bash
 #   python -m grader check exercises/ex03_matmul.ipynb

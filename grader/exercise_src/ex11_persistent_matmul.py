@@ -121,7 +121,7 @@ def cases(device, rng):
         cs += [one(200, 136, 264, "bfloat16", LOOP),
                Case("性能 4096^3 float16", "float16", mode="perf", points=2.0, max_programs="NUM_PROGRAMS",
                     perf={"shapes": {"a": [4096, 4096], "b": [4096, 4096]}, "outputs": {"out": [4096, 4096]}, "scalars": {"NUM_PROGRAMS": 132},
-                          "call": ["a", "b"], "kwargs": ["NUM_PROGRAMS"], "flops": 2 * 4096 ** 3,
+                          "call": ["a", "b"], "kwargs": ["NUM_PROGRAMS"], "ref_call": ["a", "b"], "flops": 2 * 4096 ** 3,
                           "tuning": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}})]
     return cs
 

@@ -207,6 +207,21 @@ def _check(q, k, v):
         raise TypeError("attention on a GPU takes fp16 or bf16")
 
 
+def _qk_scale(sm_scale, D: int) -> float:
+    """sm_scale (default 1/sqrt(D)) times log2(e), for exp2. The kernels set masked scores to -inf and take
+    max(qk) * scale as the row maximum before scaling the scores: both hold only for a positive scale."""
+    scale = 1.0 / math.sqrt(D) if sm_scale is None else float(sm_scale)
+    if not scale > 0:
+        raise ValueError(f"sm_scale must be > 0 (masked scores are -inf before the scale is applied), got {sm_scale}")
+    return scale * 1.4426950408889634
+
+
+def _check_config(config: dict, causal: bool) -> None:
+    if causal and config["BM"] % config["BN"]:
+        raise ValueError(f"causal attention needs BM a multiple of BN (the unmasked key range ends at a multiple "
+                         f"of BM), got {config}")
+
+
 _PTR_PLANS = Plans()  # (shape, dtype, causal, scale, device, q/k/v/o 16-byte aligned) -> plan, contiguous inputs
 
 
@@ -214,7 +229,7 @@ def attention_ptr(q, k, v, causal=False, sm_scale=None, config: dict | None = No
     """Pointer-load kernel (any GPU, CPU interpreter, any S)."""
     _check(q, k, v)
     B, H, S, D = q.shape
-    qk_scale = (sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)) * 1.4426950408889634
+    qk_scale = _qk_scale(sm_scale, D)
     planned = config is None and on_gpu(q) and q.is_contiguous() and k.is_contiguous() and v.is_contiguous()
     if planned:  # a shape seen before: only the four pointers change (all strides follow from the shape)
         o = torch.empty_like(q)
@@ -235,6 +250,7 @@ def attention_ptr(q, k, v, causal=False, sm_scale=None, config: dict | None = No
             _PTR_PLANS.add(pkey, attention_ptr_tuned.plan(key, grid, *args, n_lead=4))
     else:
         config = config or {"BM": 32, "BN": 16}
+        _check_config(config, causal)
         attention_fwd_kernel[grid(config)](*args, D=D, CAUSAL=causal, **config)
     return o
 
@@ -250,7 +266,7 @@ def attention_tma(q, k, v, causal=False, sm_scale=None, config: dict | None = No
     if not tma_available(q):
         raise RuntimeError("the TMA attention kernel needs Hopper, fp16/bf16 and S % 128 == 0")
     B, H, S, D = q.shape
-    qk_scale = (sm_scale if sm_scale is not None else 1.0 / math.sqrt(D)) * 1.4426950408889634
+    qk_scale = _qk_scale(sm_scale, D)
     q, k, v = (t.contiguous() for t in (q, k, v))
     o = torch.empty_like(q)
     descs = [TensorDescriptor(t, [B * H * S, D], [D, 1], [16, D]) for t in (q, k, v, o)]
@@ -261,6 +277,7 @@ def attention_tma(q, k, v, causal=False, sm_scale=None, config: dict | None = No
                                    before=lambda meta: _set_attn_blocks({**names, **meta}))
     else:
         config = dict(config)
+        _check_config(config, causal)
         _set_attn_blocks({"q_desc": descs[0], "k_desc": descs[1], "v_desc": descs[2], "o_desc": descs[3],
                           "D": D, **config})
         attention_fwd_tma_kernel[grid(config)](*descs, S, qk_scale, D=D, CAUSAL=causal, **config)
@@ -295,6 +312,7 @@ def attention(q, k, v, causal=False, sm_scale=None):
             gluon = _gluon_kernel(q, causal)
             if gluon is not None:
                 _check(q, k, v)
+                _qk_scale(sm_scale, D)
                 return gluon.attention(q, k, v, causal, sm_scale)
             return attention_tma(q, k, v, causal, sm_scale)
     return attention_ptr(q, k, v, causal, sm_scale)
