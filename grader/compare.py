@@ -261,6 +261,11 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestRes
                 return mk("failed", "用同一批张量（同样的地址、同样的对象）换上新数据再调用一次，结果错了——是不是缓存了上一次的结果？"
                           + msg)
     stale = _data_scalar(workdir, pc, others)
+    if stale and stale.startswith("包装函数分配的小张量"):  # a buffer's contents: computed on the host, or kept from the last call
+        return mk("failed", f"用同一批张量换上新数据再调用一次，交给 kernel 的值变了（{stale[:240]}）。要么是包装函数在 host 上"
+                            "按输入的值往里写了东西（最大值、和……：这要在 kernel 里算），要么是一个跨调用复用的缓冲区，里面还是上一次"
+                            "调用留下的值。评分器重放时只有第一次调用时它的内容：每次调用都用 torch.empty/torch.zeros 新分配它，"
+                            "让 kernel 先写后读。整份作业的每个测试都按这一条判定。")
     if stale:  # after the checks of this call's own outputs: a cached result is reported as such first
         return mk("failed", f"用同一批张量换上新数据再调用一次，交给 kernel 的值变了（{stale[:240]}）：它是包装函数在 host 上"
                             "从输入的值算出来的（或者按输入的值选了别的 kernel）。评分器重放 kernel 时只有第一次调用的值和"
@@ -301,6 +306,10 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
         return mk("failed", f"{where}：数据竞争 —— {str(rec['race'])[:300]}。在 GPU 上一次 launch 的 program 同时运行、没有先后顺序："
                             "每个元素只能由一个 program 写；要合并多个 program 的结果，用 tl.atomic_add 等原子操作，或者分两次 launch。"
                             f"{case.hint}")
+    if rec.get("lane_race") and "同一条 tl.store" in rec["lane_race"]:
+        return mk("failed", f"{where}：一个 program 内部的数据竞争 —— {str(rec['lane_race'])[:300]}。解释器里最后一个元素的值"
+                            "留下来，所以在 CPU 上结果可能是对的。每个地址只能由一条 store 的一个元素写：多余的元素用 mask 关掉"
+                            f"（越界的元素不要 clamp 到最后一个地址），或者先在寄存器里合并（tl.sum、tl.max 等）再写。{case.hint}")
     if rec.get("lane_race"):
         return mk("failed", f"{where}：一个 program 内部的数据竞争 —— {str(rec['lane_race'])[:300]}。解释器一次对整个块执行一条语句，"
                             "所以在 CPU 上结果是对的；GPU 上一个 program 的元素分在不同的线程和 warp 上，两次 tl.debug_barrier() "
@@ -321,6 +330,11 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
             dt = spec.dtype_in(case)
             msg = check_output(_flat(replay_out / f"{pc.id}_{tag}_{spec.name}.npy", dt, _flat_len(spec)), ref, spec, dt,
                                tol(dt), where, case.hint)
+            if msg and tag == "fresh" and rec.get("unfilled_load"):
+                return mk("failed", f"kernel 读 {rec['unfilled_load']} 的一次 tl.load 带了 mask 却没有 other=。被 mask "
+                                    "关掉的元素在 GPU 上读到的值没有定义（解释器给 0）；评分器重放时把它们填成 NaN（整数填最大值），"
+                                    "结果就变了，说明这些值被用到了（求和、点积、最大值……）。给这次 tl.load 加上 other=，"
+                                    f"取一个不影响结果的值（求和用 0.0，求最大值用 -inf）。细节：{msg}")
             if msg and tag == "fresh" and rec.get("host_tables"):
                 return mk("failed", f"包装函数在 host 上往自己分配的张量里写了各不相同的值（一张表），再交给 kernel 读。"
                                     "这一题要求 kernel 自己算出结果：评分器重放时不保留这类张量的内容（当作未初始化），"
@@ -347,8 +361,9 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
                                     "不能依赖别的 program 已经写好或还没写某个值；两次原子操作之间也可能插进别的 program"
                                     "（读改写要用一次 tl.atomic_add 这样的原子操作完成）。要合并不同 program 的结果，用一次原子操作，"
                                     f"或者分两次 launch。细节：{msg}")
-    tail = "，program 交错运行也通过" if rec.get("interleaved") else \
-        f"；grid 有 {rec['not_interleaved']} 个 program，太多，没有交错运行，小一些的测试交错运行过" if rec.get("not_interleaved") else ""
+    big = rec.get("not_interleaved")
+    tail = ("，program 交错运行也通过" + (f"（{big} 个 program 的 launch 太大，按顺序运行）" if big else "")) if rec.get("interleaved") else \
+        f"；grid 有 {big} 个 program，太多，没有交错运行，小一些的测试交错运行过" if big else ""
     return mk("passed", f"{where}：正确（也在新输入上重放通过{tail}）", case.points)
 
 
@@ -396,7 +411,10 @@ def _judge_python(ex, pc, workdir, mk) -> TestResult:
 
 
 def _too_many_programs(counts, case) -> str:
-    programs, limit = (int(v) for v in counts)
+    programs, limit, launches = (int(v) for v in counts)
+    if programs <= limit:
+        return (f"这次调用启动了 {launches} 次 kernel：这是 persistent kernel，一次调用只启动一次（最多 {case.max_programs}={limit} "
+                f"个 program），每个 program 在 kernel 里循环处理 tile p, p + {case.max_programs}, ...，不要在 host 上循环多次启动。")
     return (f"有一次 launch 的 grid 有 {programs} 个 program，这一题要求最多 {case.max_programs}={limit} 个：这是 persistent kernel，"
             f"只启动 {case.max_programs} 个 program，每个 program 循环处理 tile p, p + {case.max_programs}, ...（不是一个 tile 一个 program）。")
 

@@ -204,6 +204,8 @@ def replay(root: Path, device: str, iso: sandbox.Isolation, case_ids: list[str],
                 if (current is not None and now - since > case_timeout) or now >= deadline:
                     if current is not None and now - since > case_timeout:
                         rp.timed_out.add(str(current))
+                    elif now >= deadline:
+                        rp.budget_exceeded = True  # the case in flight was cut by the budget: not a crash
                     _kill_tree(proc.pid)
                     break
             _kill_tree(proc.pid)
@@ -220,7 +222,8 @@ def replay(root: Path, device: str, iso: sandbox.Isolation, case_ids: list[str],
             elif line.get("event") == "fatal":
                 rp.fatal = str(line.get("error", ""))[:2000]
         started = [str(ln.get("id")) for ln in _status_lines(status) if ln.get("event") == "start"]
-        rp.crashed.update(c for c in started[-1:] if c not in rp.done | rp.timed_out)  # not run again
+        if not rp.budget_exceeded:
+            rp.crashed.update(c for c in started[-1:] if c not in rp.done | rp.timed_out)  # not run again
     return rp
 
 

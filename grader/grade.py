@@ -214,7 +214,7 @@ def _verdicts(ex, planned, run: execute.Execution, rp: execute.Replay, root: Pat
         elif pc.id in rp.crashed:
             tests.append(mk("crashed", "评分器在新输入上重放你的 kernel 时进程崩溃了（越界读写？）。"))
         elif pc.case.mode != "python" and pc.id not in rp.done and rp.budget_exceeded:
-            tests.append(mk("timeout", "整份作业的时间预算用完了，这个测试的重放没有运行。"))
+            tests.append(mk("timeout", "整份作业的时间预算用完了，这个测试的重放没有运行或没有跑完。"))
         else:
             tests.append(compare.judge(ex, pc, workdir, replay_out, device, planned))
         if pc.case.mode != "perf" and tests[-1].status != "passed":

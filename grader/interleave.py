@@ -47,7 +47,7 @@ WINDOW = 8
 SWITCH = 0.5
 SPIN = 32            # repeated accesses in a row: the program is waiting for another one
 DEADLOCK = 4096      # hand-overs with every program spinning and none left to start
-SMALL = 16           # accesses of at most this many elements can be spin reads
+SMALL = 128          # accesses of at most this many elements can be spin reads (a vector of flags, too)
 MAX_PROGRAMS = 8192  # larger launches run in order only (a thread per program would not fit the case's time)
 
 

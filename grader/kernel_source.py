@@ -3,7 +3,7 @@
 The replay imports this module instead of running the answer cells, so no host code of the learner's
 (wrapper, helpers, module-level statements) runs there: only the kernels, which the replay then
 compiles for sm_90 before launching them. Kept: ``@triton.jit`` / ``@triton.jit(...)`` functions with
-literal defaults and decorator arguments (under ``@triton.autotune``/``@triton.heuristics``, only the
+constant defaults (literals, arithmetic, constexpr globals defined above) and literal decorator arguments (under ``@triton.autotune``/``@triton.heuristics``, only the
 jit function: the launch log holds the configuration each launch used), and ``NAME = tl.constexpr(...)``
 assignments whose value is constant arithmetic: literals, ``math.*``, and constexpr globals defined above.
 """
@@ -59,21 +59,42 @@ def _constexpr_global(node: ast.AST, known: set[str]) -> bool:
             and len(node.value.args) == 1 and not node.value.keywords and _constant(node.value.args[0], known))
 
 
+def _one_definition_per_kernel_name(trees: list[ast.Module]) -> None:
+    """The launch log names a kernel by its function name and the replay runs the top-level kernel of that name:
+    a second function of the same name (redefined later, or nested in a helper) could be what actually ran."""
+    defined: dict[str, int] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defined[node.name] = defined.get(node.name, 0) + 1
+    for tree in trees:
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and any(_jit_decorator(d) for d in node.decorator_list) \
+                    and defined[node.name] > 1:
+                raise NotExtractable(f"kernel {node.name} 定义了 {defined[node.name]} 次（答案单元里每个函数名只能定义一次："
+                                     f"评分器按名字重放 kernel，同名的另一个定义可能才是实际运行的那个）")
+
+
 def extract(sources: list[str]) -> tuple[str, list[str]]:
     """(module source, kernel names) from the answer cells' sources, in cell order."""
     parts, names, constants = [], [], set()
-    for src in sources:
-        for node in ast.parse(src).body:
+    trees = [ast.parse(src) for src in sources]
+    _one_definition_per_kernel_name(trees)
+    for tree in trees:
+        for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.decorator_list and _jit_decorator(node.decorator_list[-1]) \
                     and all(_jit_decorator(d) or _tuning_decorator(d) for d in node.decorator_list):
                 node.decorator_list = [d for d in node.decorator_list if _jit_decorator(d)]
                 for d in node.decorator_list:
                     if isinstance(d, ast.Call) and not all(_literal(k.value) for k in d.keywords) or \
                             isinstance(d, ast.Call) and d.args:
-                        raise NotExtractable(f"kernel {node.name}: the arguments of @triton.jit(...) must be literals")
+                        raise NotExtractable(f"kernel {node.name}（第 {node.lineno} 行）：@triton.jit(...) 的参数只能是字面量"
+                                             "（例如 @triton.jit(do_not_specialize=[\"n\"])），不能是变量或表达式")
                 for dflt in (*node.args.defaults, *[k for k in node.args.kw_defaults if k is not None]):
-                    if not _literal(dflt):
-                        raise NotExtractable(f"kernel {node.name}: default values of its parameters must be literals")
+                    if not (_literal(dflt) or _constant(dflt, constants)):
+                        raise NotExtractable(f"kernel {node.name}（第 {node.lineno} 行）：参数的默认值 {ast.unparse(dflt)} 不是常数："
+                                             "只能写字面量、算术表达式或前面定义的 NAME = tl.constexpr(...)；"
+                                             "或者去掉默认值，由包装函数传入")
                 node.decorator_list = [ast.parse("triton.jit", mode="eval").body if ast.unparse(d) == "jit" else d
                                        for d in node.decorator_list]
                 parts.append(ast.unparse(node))

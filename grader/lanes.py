@@ -11,7 +11,10 @@ value another thread has not read yet).
 the access's tensor, row-major) that last stored it and the positions that loaded it since the last
 barrier. A load of an address another position stored, or a store to an address another position loaded,
 is reported. Reading back what the same position wrote is fine (the same thread on a GPU, as long as the
-two accesses have the same shape, which is how kernels write it).
+two accesses have the same shape, which is how kernels write it). Within one store, two positions that put
+different values into the same address are reported too: which one lands is undefined on a GPU. An atomic
+counts as a store here (another element reading what it wrote still needs the barrier); atomics of several
+elements on one address are not a race.
 """
 from __future__ import annotations
 
@@ -68,6 +71,21 @@ class Lanes:
         p = np.concatenate([pos, self.s_pos])
         self.s_addr, first = np.unique(a, return_index=True)
         self.s_pos = p[first]
+
+    def one_store(self, program, addrs: np.ndarray, pos: np.ndarray, values: np.ndarray, label) -> None:
+        """One store whose elements put different values into the same address: on a GPU its threads store in
+        no set order, so which value stays is undefined (the interpreter keeps the last element's)."""
+        if self.found is not None or addrs.size < 2:
+            return
+        bits = np.ascontiguousarray(values).view(f"u{values.dtype.itemsize}") if values.dtype.itemsize in (1, 2, 4, 8) \
+            else values
+        order = np.argsort(addrs, kind="stable")
+        a, v = addrs[order], bits[order]
+        clash = (a[1:] == a[:-1]) & (v[1:] != v[:-1])
+        if clash.any():
+            i = int(np.argmax(clash))
+            self.found = (f"program {program} 里，同一条 tl.store 的元素 {int(pos[order[i]])} 和元素 {int(pos[order[i + 1]])} "
+                          f"把不同的值写进同一个 {label(int(a[i]))}：GPU 上这些线程没有先后，留下哪个值没有定义")
 
     def take(self) -> str | None:
         """The first race seen since the last call (then forgotten, with the records)."""

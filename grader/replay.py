@@ -72,6 +72,7 @@ class Guard:
         self.np = np
         self.ranges: list[tuple[int, int, str, int]] = []  # (lo, hi, label, itemsize)
         self.first: str | None = None
+        self.unfilled: str | None = None  # a masked load without other= that had masked-off lanes (they read poison)
         self.loads: list = []   # (addresses, program) of the current launch's non-atomic accesses
         self.stores: list = []
         self.atomics: list = []  # (addresses, program) of its atomic accesses (not races; they steer the interleaving)
@@ -102,21 +103,36 @@ class Guard:
         def seen(kind, ptrs, result):  # a spin read repeats a small access and reads the same values
             if self.interleaving is not None:
                 small = kind != "store" and ptrs.data.size <= interleave.SMALL
-                self.interleaving.seen((kind, ptrs.data.tobytes(), result.data.tobytes()) if small else None)
+                self.interleaving.seen((kind, hash(ptrs.data.tobytes()), hash(result.data.tobytes())) if small else None)
             return result
 
-        def in_order(access, ptrs, mask):  # the lanes of the program running now (the in-order replay)
+        def in_order(access, ptrs, mask, value=None):  # the lanes of the program running now (the in-order replay)
             if self.interleaving is None and self.ranges:
                 np = self.np
                 pos = np.arange(ptrs.data.size) if mask is None else np.flatnonzero(np.asarray(mask.data).astype(bool))
-                access(tuple(int(v) for v in b.grid_idx), self.addresses(ptrs, mask).astype(np.int64), pos, self.label)
+                program, addrs = tuple(int(v) for v in b.grid_idx), self.addresses(ptrs, mask).astype(np.int64)
+                access(program, addrs, pos, self.label)
+                if value is not None:  # a store: its elements may not put different values into one address
+                    values = np.broadcast_to(np.asarray(value.data), np.asarray(ptrs.data).shape).ravel()[pos]
+                    self.lanes.one_store(program, addrs, pos, values, self.label)
 
-        def masked_load(ptrs, mask, *args, **kw):
+        def poison(ptrs):  # what a masked-off lane of a load without other= holds: undefined on a GPU, not 0
+            np = self.np
+            dtype = I._get_np_dtype(ptrs.get_element_ty())
+            bad = np.nan if np.issubdtype(dtype, np.floating) else True if dtype == np.bool_ else np.iinfo(dtype).max
+            return I.TensorHandle(np.full(ptrs.data.shape, bad, dtype=dtype), ptrs.get_element_ty())
+
+        def masked_load(ptrs, mask, other=None, *args, **kw):
             hot = shared(ptrs, mask)
             step()
             self.note(ptrs, mask, self.loads, b, "读取")
             in_order(self.lanes.load, ptrs, mask)
-            result = seen("load", ptrs, load(ptrs, mask, *args, **kw))
+            if other is None and mask is not None:
+                other = poison(ptrs)
+                if self.unfilled is None and self.ranges and not bool(self.np.all(mask.data)):
+                    on = self.addresses(ptrs, mask)
+                    self.unfilled = self.label(int(on[0])).split("[")[0] if on.size else "?"
+            result = seen("load", ptrs, load(ptrs, mask, other, *args, **kw))
             touched(hot, True, False)
             return result
 
@@ -124,7 +140,7 @@ class Guard:
             hot = shared(ptrs, mask)
             step()
             self.note(ptrs, mask, self.stores, b, "写入")
-            in_order(self.lanes.store, ptrs, mask)
+            in_order(self.lanes.store, ptrs, mask, value)
             result = store(ptrs, value, mask, *args, **kw)
             seen("store", ptrs, None)
             touched(hot, False, True)
@@ -150,6 +166,7 @@ class Guard:
             hot = shared(ptr, mask)
             step()
             self.note(ptr, mask, self.atomics, b, "原子操作")
+            in_order(self.lanes.store, ptr, mask)  # to the other elements of its program, a write like a store
             self.locking = self.locking or op == xchg
             result = seen(f"rmw{op}", ptr, rmw(op, ptr, val, mask, *args, **kw))
             touched(hot, True, True)  # it reads too: another program may come between it and the next access
@@ -159,6 +176,7 @@ class Guard:
             hot = shared(ptr, None)
             step()
             self.note(ptr, None, self.atomics, b, "原子操作")
+            in_order(self.lanes.store, ptr, None)
             self.locking = True
             result = seen("cas", ptr, cas(ptr, *args, **kw))
             touched(hot, True, True)
@@ -482,6 +500,7 @@ class Replayer:
                 (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes(), k.replace("scratch:", "scratch"), 1)
                 for k, t in bufs.items() if k.startswith("scratch:")]
             self.guard.first, self.guard.loads, self.guard.stores, self.guard.atomics = None, [], [], []
+            self.guard.unfilled = None
             self.guard.locking = False
             self.guard.launch_no = 0
             self.guard.lanes.take()
@@ -490,7 +509,7 @@ class Replayer:
             rng = self.np.random.default_rng(interleave_seed) if interleave_seed is not None else None
         try:
             for kernel, grid, args, kwargs in self.decoded(launches, bufs):
-                if rng is None:
+                if rng is None or math.prod(grid) > interleave.MAX_PROGRAMS:
                     kernel[grid](*args, **kwargs)
                 else:
                     hot = self.guard.shared.get(self.guard.launch_no + 1) if steer else None
@@ -537,10 +556,10 @@ class Replayer:
         rec["too_many_programs"] = _over_program_cap(case, launches)
         if rec["too_many_programs"]:
             return rec
-        programs = _most_programs(launches)
-        interleaving = self.guard is not None and case.get("order_check", True) and 1 < programs <= interleave.MAX_PROGRAMS
-        if self.guard is not None and programs > interleave.MAX_PROGRAMS:
-            rec["not_interleaved"] = programs  # a thread per program: the smaller cases are interleaved
+        interleaving, too_big = interleaving_plan(launches) if self.guard is not None else (False, None)
+        interleaving = interleaving and case.get("order_check", True)
+        if too_big:
+            rec["not_interleaved"] = too_big  # a thread per program: such launches run in order, the others interleaved
         for tag in ("fresh", "interleaved", "steered", "reversed"):
             if tag != "fresh" and not interleaving or tag in ("steered", "reversed") and not self.guard.shared:
                 break  # steered, reversed: only where the in-order run found atomics on addresses several programs share
@@ -568,6 +587,7 @@ class Replayer:
                 self.np.save(self.root / "replay" / "out" / f"{cid}_{tag}_{spec['name']}.npy",
                              self.buffers.to_numpy(bufs[f"out:{spec['name']}"]), allow_pickle=False)
             if tag == "fresh":
+                rec["unfilled_load"] = self.guard.unfilled if self.guard is not None else None
                 for k, fill in host_fill.items():
                     if bool((_bits(views[k]) == fill).all()):
                         rec["unwritten"] = k.split(":", 1)[1]
@@ -648,15 +668,28 @@ def perf_ref_call(perf: dict) -> tuple[list[str], list[str]]:
     return list(perf["call"]), list(perf.get("kwargs", []))
 
 
+def _programs(launch: dict) -> int:
+    return math.prod(int(g) for g in launch["grid"])
+
+
+def interleaving_plan(launches: list[dict]) -> tuple[bool, int | None]:
+    """(whether a case has a launch worth interleaving, its largest launch where that is too big to interleave):
+    each launch is judged on its own grid, so a huge launch beside the others does not switch theirs off."""
+    sizes = [_programs(e) for e in launches]
+    big = max(sizes, default=0)
+    return any(1 < n <= interleave.MAX_PROGRAMS for n in sizes), (big if big > interleave.MAX_PROGRAMS else None)
+
+
 def _most_programs(launches: list[dict]) -> int:
     """The largest grid of the logged launches, in programs."""
-    return max((math.prod(int(g) for g in e["grid"]) for e in launches), default=0)
+    return max((_programs(e) for e in launches), default=0)
 
 
 def _over_program_cap(case: dict, launches: list[dict]) -> list[int] | None:
-    """[programs, cap] when a launch has more programs than the case allows (``Case.max_programs``), else None."""
+    """[programs, cap, launches] when a persistent case (``Case.max_programs``) has a launch with more programs than
+    it allows, or more than one launch (a host loop of launches is not a persistent kernel), else None."""
     cap, programs = case.get("max_programs"), _most_programs(launches)
-    return [programs, cap] if cap and programs > cap else None
+    return [programs, cap, len(launches)] if cap and (programs > cap or len(launches) > 1) else None
 
 
 PERF_TOL = {"float32": (1e-3, 1e-3), "float16": (5e-2, 5e-2), "bfloat16": (5e-2, 5e-2)}  # loose: catches work not done

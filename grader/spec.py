@@ -35,6 +35,9 @@ FILLS: dict[str, Callable] = {
     "randn": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64),
     "large": lambda g, shape: 50 * torch.randn(shape, generator=g, dtype=torch.float64),
     "offset": lambda g, shape: 1000 + torch.randn(shape, generator=g, dtype=torch.float64),
+    # each row (last dim) shifted by its own amount in [-400, 400]: no one shift for all rows keeps exp() finite
+    "row_offsets": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64)
+    + 400 * (2 * torch.rand((*shape[:-1], 1), generator=g, dtype=torch.float64) - 1),
     "weight": lambda g, shape: 1 + 0.1 * torch.randn(shape, generator=g, dtype=torch.float64),
     "positive": lambda g, shape: torch.rand(shape, generator=g, dtype=torch.float64),
 }
@@ -86,7 +89,7 @@ class Case:
     calls: tuple = ()                 # python mode: argument tuples
     perf: dict = field(default_factory=dict)  # perf mode: shapes, scalars, call, kwargs, nbytes/flops, tuning, ref_call
     order_check: bool = True          # CPU: also replay the grid with its programs interleaved
-    max_programs: str = ""            # a scalar's name: no launch may have more programs than its value (persistent)
+    max_programs: str = ""            # a scalar's name: one launch, with at most its value in programs (persistent)
     reference: Callable | None = None  # instead of the exercise's (a case of another function)
 
     def __post_init__(self):

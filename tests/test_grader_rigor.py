@@ -642,6 +642,55 @@ def test_selfcheck_finds_kernels_under_autotune_and_heuristics(monkeypatch):
     assert found["tuned"] is tuned.fn and found["guessed"] is guessed.fn
 
 
+def test_each_launch_is_interleaved_on_its_own_grid():
+    """A launch too big for a thread per program runs in order; it does not switch the interleaving off for the
+    case's other launches (an empty launch of 8193 programs beside a racy one hid the race)."""
+    from grader import interleave
+    from grader.replay import interleaving_plan
+
+    big = interleave.MAX_PROGRAMS + 1
+    launch = lambda *grid: {"grid": list(grid)}  # noqa: E731
+    assert interleaving_plan([launch(3), launch(big)]) == (True, big)
+    assert interleaving_plan([launch(big, 1)]) == (False, big)
+    assert interleaving_plan([launch(1), launch(1, 1, 1)]) == (False, None)
+    assert interleaving_plan([launch(2, 4)]) == (True, None)
+
+
+def test_one_store_putting_different_values_into_one_address_is_a_lane_race():
+    """Which element of a store lands on an address several of them write is undefined on a GPU: different values
+    are reported (the interpreter keeps the last element's), the same value or distinct addresses are not."""
+    import numpy as np
+
+    from grader.lanes import Lanes
+
+    def found(addrs, values):
+        lanes = Lanes()
+        lanes.one_store((0, 0, 0), np.array(addrs), np.arange(len(addrs)), np.array(values), lambda a: f"out[{a}]")
+        return lanes.take()
+
+    assert "out[7]" in found([5, 7, 6, 7], np.float32([1, 2, 3, 0]))
+    assert found([5, 7, 6, 7], np.float32([1, 2, 3, 2])) is None
+    assert found([4, 5, 6, 7], np.float32([0, 0, 0, 0])) is None
+    assert found([3, 3], np.float32([np.nan, np.nan])) is None  # the same bits
+
+
+def test_kernel_source_takes_one_definition_per_name_and_constant_defaults():
+    """The replay runs the top-level kernel of each launched name: a second definition of that name (redefined after
+    the wrapper bound the first, or nested in a helper) is refused; defaults may be constant expressions and
+    constexpr globals defined above."""
+    from grader import kernel_source
+
+    kernel = "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr = B):\n    pass\n"
+    module, names = kernel_source.extract(["B = tl.constexpr(2 ** 10)\n" + kernel.replace("= B", "= B * 2")])
+    assert names == ["k"] and "B = tl.constexpr(2 ** 10)" in module
+    for twice in (["B = tl.constexpr(4)\n" + kernel, "B = tl.constexpr(4)\n" + kernel],
+                  ["B = tl.constexpr(4)\n" + kernel + "def helper():\n    def k():\n        pass\n    return k\n"]):
+        with pytest.raises(kernel_source.NotExtractable, match="定义了 2 次"):
+            kernel_source.extract(twice)
+    with pytest.raises(kernel_source.NotExtractable, match="不是常数"):
+        kernel_source.extract([kernel.replace("= B", "= len('ab')")])
+
+
 @pytest.mark.parametrize("shape", [(5, 7), (3, 20, 24), (2, 3, 4, 5)])
 def test_layouts_reach_every_dimension(shape):
     """``padded`` puts gaps between rows and between the matrices of a batch, ``transposed`` swaps the last two

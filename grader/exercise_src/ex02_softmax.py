@@ -15,7 +15,7 @@
 # - 写进参数 `out` 并返回它；不要修改 `x`。行与行之间可能有 stride（用 `x.stride(0)`）；
 #   `out` 也可能是行间有空隙的视图（用 `out.stride(0)`，它和 `x.stride(0)` 不一定相同）。
 # - float16 输入也要支持：在 kernel 里先转成 float32 再算（`x.to(tl.float32)`），存回时 `tl.store` 会按 `out` 的类型转换。
-# - 评分器会测：列数 1、质数、127/129、781（GPU 上还有 1000 列的 bfloat16），以及数值很大的输入（约 ±150）。
+# - 评分器会测：列数 1、质数、127/129、781（GPU 上还有 1000 列的 bfloat16），以及数值很大的输入（约 ±150）、每行整体平移不同大数（-400 到 400）的输入。
 # %% id=ex02-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -87,6 +87,8 @@ TAIL = "列数不是 2 的幂：BLOCK_SIZE = triton.next_power_of_2(n_cols)，�
 WIDE = ("这一行比 1024 列还宽（也比你可能写死的 BLOCK_SIZE 宽）：BLOCK_SIZE 要按 n_cols 选"
         "（triton.next_power_of_2(n_cols)），或者在 kernel 里按块循环整行。")
 BIG = "这个测试的输入很大（约 ±150）：不先减去每行的最大值，exp 会溢出成 inf（数值不稳定）。"
+ROWS = ("这个测试每行整体平移了不同的量（-400 到 400 之间）：要减的是每一行自己的最大值，"
+        "不是一个对所有行都一样的数（那样有的行 exp 溢出成 inf，有的行全部下溢成 0）。")
 STRIDE = "这个测试的行之间有空隙（x.stride(0) > n_cols）：行的起点要用 row * x.stride(0)，不要用 row * n_cols。"
 OSTRIDE = ("这个测试的 out 是行间有空隙的视图（out.stride(0) > n_cols，x 是连续的）：写回时行的起点要用 "
            "row * out.stride(0)，不要用 row * n_cols 或 row * x.stride(0)。")
@@ -94,7 +96,8 @@ OSTRIDE = ("这个测试的 out 是行间有空隙的视图（out.stride(0) > n_
 
 def cases(device, rng):
     def one(m, n, dt, fill="randn", hint=TAIL, layout="contig", out_layout="contig", **kw):
-        tag = (" 大数值" if fill == "large" else "") + (" 行间有空隙" if layout == "padded" else "") + \
+        tag = (" 大数值" if fill == "large" else "") + (" 每行偏移不同" if fill == "row_offsets" else "") + \
+            (" 行间有空隙" if layout == "padded" else "") + \
             (" out 行间有空隙" if out_layout == "padded" else "")
         return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout),), call=("x",),
                     outputs=(Tensor("out", (m, n), layout=out_layout),), hint=hint, **kw)
@@ -104,13 +107,14 @@ def cases(device, rng):
           one(6, 100, "float32", hint=STRIDE, layout="padded"), one(3, 7, "float16", public=True),
           one(5, 333, "float16", "large", BIG),
           one(6, 100, "float32", hint=OSTRIDE, out_layout="padded", public=True),
-          one(5, 129, "float16", "large", OSTRIDE, out_layout="padded")]
+          one(5, 129, "float16", "large", OSTRIDE, out_layout="padded"), one(7, 200, "float32", "row_offsets", ROWS)]
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in sizes(rng, 1025, 3000)]
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True)
            for n in near_multiples(rng, (1024, 2048), 1, (1, 2))]
     cs += [one(rng.randint(2, 6), n, "float16", hint=TAIL, hidden=True) for n in near_multiples(rng, (64, 128, 256), 1)]
     cs += [one(rng.randint(3, 9), n, "float32", "large", BIG, layout="padded", hidden=True) for n in sizes(rng, 200, 900)]
     cs += [one(rng.randint(2, 6), n, "float32", hint=OSTRIDE, out_layout="padded", hidden=True) for n in sizes(rng, 30, 600)]
+    cs += [one(rng.randint(6, 12), n, "float16", "row_offsets", ROWS, hidden=True) for n in sizes(rng, 50, 400)]
     if device == "cuda":
         cs += [one(17, 1000, "bfloat16"),
                Case("性能 (4096, 4000) float32", "float32", mode="perf", points=2.0,

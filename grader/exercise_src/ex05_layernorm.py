@@ -11,7 +11,7 @@
 #
 # **规则**：结果由 Triton kernel 算（`torch.nn.functional.layer_norm`、`torch.mean`、`torch.var` 记 0 分）；
 # 写进 `out` 并返回；不修改输入。测试包括列数 1、7、127、129、781、1000，float16，以及每行均值约 1000 的输入
-#（float32 和 float16）；`eps` 每个测试可能不同；`out` 可能是行间有空隙的视图（用 `out.stride(0)`）。
+#（float32 和 float16）和每行均值各不相同（-400 到 400）的输入；`eps` 每个测试可能不同；`out` 可能是行间有空隙的视图（用 `out.stride(0)`）。
 # %% id=ex05-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -85,6 +85,8 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = ("列数不是 2 的幂：被 mask 掉的列不能参与均值和方差。均值要除以 n_cols（不是 BLOCK_SIZE），"
         "方差要用 tl.where(mask, x - mean, 0.0)。")
 WIDE = "这一行比 1024 列还宽：BLOCK_SIZE 要按 n_cols 选（triton.next_power_of_2(n_cols)），或在 kernel 里按块循环整行。"
+ROWS = ("这个测试每行的均值各不相同（-400 到 400 之间）：均值和方差要按行算，先减去这一行自己的均值再平方；"
+        "减去一个对所有行都一样的数之后用 E[x^2] - E[x]^2，均值离 0 远的行仍然会严重抵消。")
 BIG = "这个测试的每行均值约为 1000：用 E[x^2] - E[x]^2 求方差会严重抵消（数值不稳定），请先减均值再平方。"
 STRIDE = "这个测试的行之间有空隙（x.stride(0) > n_cols）：行的起点要用 row * x.stride(0)，不要用 row * n_cols。"
 OSTRIDE = ("这个测试的 out 是行间有空隙的视图（out.stride(0) > n_cols，x 是连续的）：写回时行的起点要用 "
@@ -101,10 +103,11 @@ def small(scale):  # rows whose variance is about scale**2: comparable to eps
 
 def cases(device, rng):
     def one(m, n, dt, fill="randn", hint=TAIL, layout="contig", eps=1e-5, out_layout="contig", **kw):
-        tag = (" 均值很大" if fill == "offset" else "") + (" 行间有空隙" if layout == "padded" else "") + \
+        tag = (" 均值很大" if fill == "offset" else "") + (" 每行均值不同" if fill == "row_offsets" else "") + \
+            (" 行间有空隙" if layout == "padded" else "") + \
             (f" eps={eps:g}" if eps != 1e-5 else "") + (" out 行间有空隙" if out_layout == "padded" else "")
         # fp32 itself holds 1000 + x only to ~6e-5: the stable formula is that close, E[x^2] - E[x]^2 is far off
-        tol = (1e-3, 1e-3) if fill == "offset" and dt == "float32" else None
+        tol = (1e-3, 1e-3) if fill in ("offset", "row_offsets") and dt == "float32" else None
         return Case(f"({m}, {n}) {dt}{tag}", dt,
                     (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("bias", (n,))),
                     {"eps": eps}, ("x", "weight", "bias", "eps"), outputs=(Tensor("out", (m, n), layout=out_layout),),
@@ -121,6 +124,7 @@ def cases(device, rng):
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in near_multiples(rng, (1024, 2048), 1, (1, 2))]
     cs += [one(rng.randint(2, 6), n, "float32", "offset", BIG, layout="padded", hidden=True) for n in sizes(rng, 200, 1500)]
     cs += [one(rng.randint(2, 6), n, "float16", hidden=True) for n in near_multiples(rng, (64, 128, 256), 1)]
+    cs += [one(rng.randint(6, 12), n, "float32", "row_offsets", ROWS, hidden=True) for n in sizes(rng, 100, 800)]
     eps = rng.choice((1e-4, 3e-4, 1e-3, 3e-3, 1e-2))
     cs += [one(rng.randint(2, 6), n, "float32", small(eps ** 0.5), f"{EPS}{OSTRIDE}", eps=eps,
                out_layout="padded", hidden=True)
