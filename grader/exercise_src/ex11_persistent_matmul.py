@@ -8,7 +8,7 @@
 # 2. **tensor descriptor**：A、B、C 都用 `tl.make_tensor_descriptor(ptr, shape=[...], strides=[..., 1], block_shape=[...])`
 #    读写：`a_desc.load([off_m, k])`，`c_desc.store([off_m, off_n], tile)`。没有指针算术和 mask：越界部分读成 0、不写。
 #
-# **要做的事**：`matmul_persistent_kernel` 和 `matmul_persistent(a, b, out=None, NUM_PROGRAMS=4, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=4)`。
+# **要做的事**：`matmul_persistent_kernel` 和 `matmul_persistent(a, b, out=None, NUM_PROGRAMS=4, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=4, num_warps=4, num_stages=3)`。
 #
 # **规则**：结果由 Triton kernel 算（`torch.matmul`、`@` 等记 0 分），写进 `out` 并返回。TMA 要求行 stride 是 16 字节的倍数，
 # 所以测试里 `K` 和 `N` 都是 8 的倍数（float32 和 float16 都满足），但**不一定**是 block 的倍数；`M` 任意。
@@ -61,7 +61,7 @@ def _scratch(size, alignment, stream):
     return torch.empty(size, dtype=torch.int8, device="cuda" if torch.cuda.is_available() else "cpu")
 
 
-def matmul_persistent(a, b, out=None, NUM_PROGRAMS=4, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=4):
+def matmul_persistent(a, b, out=None, NUM_PROGRAMS=4, BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=4, num_warps=4, num_stages=3):
     M, K = a.shape
     N = b.shape[1]
     out = torch.empty((M, N), dtype=a.dtype, device=a.device) if out is None else out
@@ -69,9 +69,9 @@ def matmul_persistent(a, b, out=None, NUM_PROGRAMS=4, BLOCK_M=32, BLOCK_N=32, BL
     ### BEGIN SOLUTION
     programs = min(NUM_PROGRAMS, triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N))
     matmul_persistent_kernel[(programs,)](a, b, out, M, N, K, NUM_PROGRAMS=programs, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                                          BLOCK_K=BLOCK_K, GROUP_M=GROUP_M)
+                                          BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, num_warps=num_warps, num_stages=num_stages)
     ### STUB
-    # TODO: grid = (NUM_PROGRAMS,)（tile 比 program 少时取 tile 数）；启动 matmul_persistent_kernel
+    # TODO: grid = (NUM_PROGRAMS,)（tile 比 program 少时取 tile 数）；启动 matmul_persistent_kernel（num_warps、num_stages 也传进去）
     raise NotImplementedError("TODO: launch matmul_persistent_kernel")
     ### END SOLUTION
     return out
@@ -122,7 +122,7 @@ def cases(device, rng):
                Case("性能 4096^3 float16", "float16", mode="perf", points=2.0, max_programs="NUM_PROGRAMS",
                     perf={"shapes": {"a": [4096, 4096], "b": [4096, 4096]}, "outputs": {"out": [4096, 4096]}, "scalars": {"NUM_PROGRAMS": 132},
                           "call": ["a", "b"], "kwargs": ["NUM_PROGRAMS"], "ref_call": ["a", "b"], "flops": 2 * 4096 ** 3,
-                          "tuning": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}})]
+                          "tuning": {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}})]
     return cs
 
 
