@@ -106,11 +106,14 @@ class Guard:
                 self.interleaving.seen((kind, hash(ptrs.data.tobytes()), hash(result.data.tobytes())) if small else None)
             return result
 
-        def in_order(access, ptrs, mask, value=None):  # the lanes of the program running now (the in-order replay)
+        def in_order(access, ptrs, mask, value=None, releases=False):  # the lanes of the running program (in order)
             if self.interleaving is None and self.ranges:
                 np = self.np
                 pos = np.arange(ptrs.data.size) if mask is None else np.flatnonzero(np.asarray(mask.data).astype(bool))
                 program, addrs = tuple(int(v) for v in b.grid_idx), self.addresses(ptrs, mask).astype(np.int64)
+                if releases:  # before its own write is recorded: the stores of the other elements
+                    nx, ny, nz = self._dims
+                    self.lanes.release(program, pos, (program[0] * ny + program[1]) * nz + program[2])
                 access(program, addrs, pos, self.label)
                 if value is not None:  # a store: its elements may not put different values into one address
                     values = np.broadcast_to(np.asarray(value.data), np.asarray(ptrs.data).shape).ravel()[pos]
@@ -166,7 +169,7 @@ class Guard:
             hot = shared(ptr, mask)
             step()
             self.note(ptr, mask, self.atomics, b, "原子操作")
-            in_order(self.lanes.store, ptr, mask)  # to the other elements of its program, a write like a store
+            in_order(self.lanes.store, ptr, mask, releases=op == xchg)  # to the other elements: a write like a store
             self.locking = self.locking or op == xchg
             result = seen(f"rmw{op}", ptr, rmw(op, ptr, val, mask, *args, **kw))
             touched(hot, True, True)  # it reads too: another program may come between it and the next access
@@ -176,7 +179,7 @@ class Guard:
             hot = shared(ptr, None)
             step()
             self.note(ptr, None, self.atomics, b, "原子操作")
-            in_order(self.lanes.store, ptr, None)
+            in_order(self.lanes.store, ptr, None, releases=True)
             self.locking = True
             result = seen("cas", ptr, cas(ptr, *args, **kw))
             touched(hot, True, True)
@@ -219,6 +222,13 @@ class Guard:
         np = self.np
         loads, stores, atomics, self.loads, self.stores, self.atomics = self.loads, self.stores, self.atomics, [], [], []
         locking, self.locking = self.locking, False
+        if self.lanes.releases and (loads or stores or atomics):
+            _, _, _, (addr, prog) = self._by_address([*loads, *stores, *atomics])
+
+            def used_by_others(program, early):
+                hit = addr[(prog != program) & np.isin(addr, early)]
+                return int(hit[0]) if hit.size else None
+            self.lanes.released_early(used_by_others, self.label)
         self.launch_no += 1
         if atomics and record:  # atomics read and write: the steered round waits on the addresses programs share
             shared = self._shared([*loads, *atomics], [*stores, *atomics])
