@@ -306,6 +306,10 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
         return mk("failed", f"{where}：数据竞争 —— {str(rec['race'])[:300]}。在 GPU 上一次 launch 的 program 同时运行、没有先后顺序："
                             "每个元素只能由一个 program 写；要合并多个 program 的结果，用 tl.atomic_add 等原子操作，或者分两次 launch。"
                             f"{case.hint}")
+    if rec.get("false_hint"):
+        return mk("failed", f"{where}：{rec['false_hint'][:200]}。tl.multiple_of 是对编译器的保证：GPU 上编译器据此用更宽的向量"
+                            "访存，值不满足时读写的就不是你要的元素（解释器忽略这个提示，所以在 CPU 上结果是对的）。只对一定"
+                            f"满足的值写它（例如 stride 只有在测试形状里确实是 16 的倍数时），否则去掉。{case.hint}")
     if rec.get("lane_race") and "同一条 tl.store" in rec["lane_race"]:
         return mk("failed", f"{where}：一个 program 内部的数据竞争 —— {str(rec['lane_race'])[:300]}。解释器里最后一个元素的值"
                             "留下来，所以在 CPU 上结果可能是对的。每个地址只能由一条 store 的一个元素写：多余的元素用 mask 关掉"

@@ -61,6 +61,11 @@ class LaneRace(RuntimeError):
     """Two elements of one program pass a value through global memory without a barrier (:mod:`grader.lanes`)."""
 
 
+class FalseHint(RuntimeError):
+    """``tl.multiple_of`` promised the compiler a divisor that the values do not have (the interpreter ignores it,
+    a GPU build vectorises on it)."""
+
+
 # --- memory checks and program order (interpreter only) ----------------------------------------------
 
 class Guard:
@@ -73,6 +78,7 @@ class Guard:
         self.ranges: list[tuple[int, int, str, int]] = []  # (lo, hi, label, itemsize)
         self.first: str | None = None
         self.unfilled: str | None = None  # a masked load without other= that had masked-off lanes (they read poison)
+        self.false_hint: str | None = None  # the first tl.multiple_of whose values are not multiples
         self.loads: list = []   # (addresses, program) of the current launch's non-atomic accesses
         self.stores: list = []
         self.atomics: list = []  # (addresses, program) of its atomic accesses (not races; they steer the interleaving)
@@ -95,6 +101,17 @@ class Guard:
         load, store, rmw, cas = b.create_masked_load, b.create_masked_store, b.create_atomic_rmw, b.create_atomic_cas
         set_dim, barrier = b.set_grid_dim, b.create_barrier
         xchg = I._ir.ATOMIC_OP.XCHG
+        set_attr = I.TensorHandle.set_attr
+
+        def checked_set_attr(handle, key, value):  # tl.multiple_of(x, v) on a scalar or a 1-D block: x (its first
+            # element: on a block, divisibility is that of the start of each contiguous run, e.g. pid * B + arange) % v == 0
+            if key == "tt.divisibility" and self.ranges and self.false_hint is None and isinstance(value, list) \
+                    and len(value) == 1 and int(value[0]) > 1:
+                data = self.np.asarray(handle.data).ravel()
+                if data.dtype.kind in "iu" and data.size and int(data[0]) % int(value[0]):
+                    self.false_hint = (f"tl.multiple_of(..., {int(value[0])}) 的值是 {int(data[0])}，"
+                                       f"不是 {int(value[0])} 的倍数")
+            return set_attr(handle, key, value)
 
         def step():  # every memory access is a point where another program may run first
             if self.interleaving is not None:
@@ -196,8 +213,10 @@ class Guard:
         b.create_masked_load, b.create_masked_store = masked_load, masked_store
         b.create_atomic_rmw, b.create_atomic_cas = atomic_rmw, atomic_cas
         b.set_grid_dim, b.create_barrier = grid_dim, debug_barrier
+        I.TensorHandle.set_attr = checked_set_attr
 
         def uninstall():
+            I.TensorHandle.set_attr = set_attr
             for n, v in saved.items():
                 if v is None:
                     b.__dict__.pop(n, None)
@@ -510,7 +529,7 @@ class Replayer:
                 (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes(), k.replace("scratch:", "scratch"), 1)
                 for k, t in bufs.items() if k.startswith("scratch:")]
             self.guard.first, self.guard.loads, self.guard.stores, self.guard.atomics = None, [], [], []
-            self.guard.unfilled = None
+            self.guard.unfilled = self.guard.false_hint = None
             self.guard.locking = False
             self.guard.launch_no = 0
             self.guard.lanes.take()
@@ -530,6 +549,8 @@ class Replayer:
                 lane = self.guard.lanes.take() if self.guard is not None else None
                 if lane:
                     raise LaneRace(lane)
+                if self.guard is not None and self.guard.false_hint:
+                    raise FalseHint(self.guard.false_hint)
             if self.device == "cuda":
                 self.torch.cuda.synchronize()
         finally:
@@ -583,6 +604,9 @@ class Replayer:
                 return rec
             except LaneRace as e:
                 rec["lane_race"] = str(e)
+                return rec
+            except FalseHint as e:
+                rec["false_hint"] = str(e)
                 return rec
             except interleave.Deadlock as e:
                 rec["deadlock"] = str(e)

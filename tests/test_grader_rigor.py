@@ -642,6 +642,35 @@ def test_selfcheck_finds_kernels_under_autotune_and_heuristics(monkeypatch):
     assert found["tuned"] is tuned.fn and found["guessed"] is guessed.fn
 
 
+def test_multiple_of_hints_are_checked_against_the_values(monkeypatch):
+    """The interpreter ignores tl.multiple_of; the replay checks it: a scalar that is not a multiple is reported, the
+    usual hint on a block's offsets (its first element is the multiple, the rest are contiguous) is not."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import torch
+    import triton
+    import triton.language as tl
+
+    from grader.replay import Guard
+
+    @triton.jit
+    def copy_rows(x_ptr, y_ptr, stride, BLOCK: tl.constexpr):
+        offs = tl.max_contiguous(tl.multiple_of(tl.program_id(0) * BLOCK + tl.arange(0, BLOCK), BLOCK), BLOCK)
+        start = tl.multiple_of(stride * tl.program_id(0), 4)
+        tl.store(y_ptr + offs, tl.load(x_ptr + start - stride * tl.program_id(0) + offs))
+
+    x, y = torch.arange(64, dtype=torch.float32), torch.zeros(64)
+    guard = Guard()
+    uninstall = guard.install()
+    try:
+        guard.ranges = [(t.data_ptr(), t.data_ptr() + 4 * t.numel(), name, 4) for name, t in (("x", x), ("y", y))]
+        copy_rows[(4,)](x, y, 8, BLOCK=16)
+        assert guard.false_hint is None and torch.equal(x, y)
+        copy_rows[(4,)](x, y, 6, BLOCK=16)
+        assert "的值是 6" in guard.false_hint
+    finally:
+        uninstall()
+
+
 def test_each_launch_is_interleaved_on_its_own_grid():
     """A launch too big for a thread per program runs in order; it does not switch the interleaving off for the
     case's other launches (an empty launch of 8193 programs beside a racy one hid the race)."""
