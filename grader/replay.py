@@ -147,7 +147,8 @@ class Guard:
             step()
             self.note(ptrs, mask, self.loads, b, "读取")
             in_order(self.lanes.load, ptrs, mask)
-            if other is None and mask is not None:
+            # a block only: for one element Triton passes None for other=0 too (it tests the value's truth)
+            if other is None and mask is not None and ptrs.data.size > 1:
                 other = poison(ptrs)
                 if self.unfilled is None and self.ranges and not bool(self.np.all(mask.data)):
                     on = self.addresses(ptrs, mask)
