@@ -12,7 +12,7 @@
 #
 # **规则**：结果由 Triton kernel 算（`torch.matmul`、`@` 等记 0 分），写进 `out` 并返回。TMA 要求行 stride 是 16 字节的倍数，
 # 所以测试里 `K` 和 `N` 都是 8 的倍数（float32 和 float16 都满足），但**不一定**是 block 的倍数；`M` 任意。
-# 每次 launch 的 grid 最多 `NUM_PROGRAMS` 个 program（一个 tile 一个 program 的 grid 不算 persistent，记 0 分）。
+# 每次调用只启动一次 kernel，grid 最多 `NUM_PROGRAMS` 个 program（一个 tile 一个 program 的 grid、在 host 上循环多次启动都不算 persistent，记 0 分）。
 # 测试会传入不同的 `NUM_PROGRAMS`、`BLOCK_M`/`BLOCK_N`/`BLOCK_K`（16、32、64，互相可以不相等）和 `GROUP_M`（1、2、4、8）。
 # 设备端 descriptor 在 GPU 上需要一块 scratch 内存：包装函数里先 `triton.set_allocator(...)`（模板已写好）。
 # 这个练习在 Triton 3.6 和 3.9 的 CPU 解释器里都能运行（两者都支持 descriptor）。
