@@ -3,8 +3,9 @@
 The replay imports this module instead of running the answer cells, so no host code of the learner's
 (wrapper, helpers, module-level statements) runs there: only the kernels, which the replay then
 compiles for sm_90 before launching them. Kept: ``@triton.jit`` / ``@triton.jit(...)`` functions with
-constant defaults (literals, arithmetic, constexpr globals defined above) and literal decorator arguments (under ``@triton.autotune``/``@triton.heuristics``, only the
-jit function: the launch log holds the configuration each launch used), and ``NAME = tl.constexpr(...)``
+constant defaults (literals, arithmetic, constexpr globals defined above) and literal decorator arguments
+(under ``@triton.autotune``/``@triton.heuristics``, only the jit function: the launch log holds the
+configuration each launch used), and ``NAME = tl.constexpr(...)``
 assignments whose value is constant arithmetic: literals, ``math.*``, and constexpr globals defined above.
 """
 from __future__ import annotations

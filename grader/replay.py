@@ -129,8 +129,7 @@ class Guard:
                 pos = np.arange(ptrs.data.size) if mask is None else np.flatnonzero(np.asarray(mask.data).astype(bool))
                 program, addrs = tuple(int(v) for v in b.grid_idx), self.addresses(ptrs, mask).astype(np.int64)
                 if releases:  # before its own write is recorded: the stores of the other elements
-                    nx, ny, nz = self._dims
-                    self.lanes.release(program, pos, (program[0] * ny + program[1]) * nz + program[2])
+                    self.lanes.release(program, pos, self.linear(program))
                 access(program, addrs, pos, self.label)
                 if value is not None:  # a store: its elements may not put different values into one address
                     values = np.broadcast_to(np.asarray(value.data), np.asarray(ptrs.data).shape).ravel()[pos]
@@ -231,9 +230,13 @@ class Guard:
         if self.ranges:
             addrs = self.addresses(ptrs, mask)
             if addrs.size:
-                nx, ny, nz = self._dims
-                x, y, z = builder.grid_idx
-                into.append((addrs, (x * ny + y) * nz + z))
+                into.append((addrs, self.linear(builder.grid_idx)))
+
+    def linear(self, program) -> int:
+        """A program's (x, y, z) as one number, x slowest, in the launch's grid."""
+        _, ny, nz = self._dims
+        x, y, z = program
+        return (x * ny + y) * nz + z
 
     def race(self, record: bool = True) -> str | None:
         """After a launch: an element written by one program and written or read by another, without

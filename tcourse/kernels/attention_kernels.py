@@ -185,9 +185,8 @@ def _prune_tma(configs, named_args, **kwargs):
     d = kwargs.get("D", named_args.get("D"))
     causal = kwargs.get("CAUSAL", named_args.get("CAUSAL"))
     wanted = set(TMA_CONFIGS[min(TMA_CONFIGS, key=lambda k: abs(k - d))])
-    # causal needs BN <= BM: the unmasked key range stops at a multiple of BM, not of BN
     return [c for c in configs if (c.kwargs["BM"], c.kwargs["BN"], c.num_stages, c.num_warps, c.maxnreg) in wanted
-            and not (causal and c.kwargs["BN"] > c.kwargs["BM"])]
+            and _blocks_fit(c.kwargs, causal)]
 
 
 attention_ptr_tuned = Tuned("attention_ptr", attention_fwd_kernel, _ptr_configs(), key=["S", "D", "CAUSAL"])
@@ -216,8 +215,13 @@ def _qk_scale(sm_scale, D: int) -> float:
     return scale * 1.4426950408889634
 
 
+def _blocks_fit(config: dict, causal: bool) -> bool:
+    """Causal needs BM a multiple of BN: the unmasked key range stops at a multiple of BM, not of BN."""
+    return not causal or config["BM"] % config["BN"] == 0
+
+
 def _check_config(config: dict, causal: bool) -> None:
-    if causal and config["BM"] % config["BN"]:
+    if not _blocks_fit(config, causal):
         raise ValueError(f"causal attention needs BM a multiple of BN (the unmasked key range ends at a multiple "
                          f"of BM), got {config}")
 
@@ -312,7 +316,7 @@ def attention(q, k, v, causal=False, sm_scale=None):
             gluon = _gluon_kernel(q, causal)
             if gluon is not None:
                 _check(q, k, v)
-                _qk_scale(sm_scale, D)
+                _qk_scale(sm_scale, D)  # the same check of sm_scale as the Triton kernels' (the Gluon one scales itself)
                 return gluon.attention(q, k, v, causal, sm_scale)
             return attention_tma(q, k, v, causal, sm_scale)
     return attention_ptr(q, k, v, causal, sm_scale)
