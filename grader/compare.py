@@ -306,6 +306,12 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
         return mk("failed", f"{where}：数据竞争 —— {str(rec['race'])[:300]}。在 GPU 上一次 launch 的 program 同时运行、没有先后顺序："
                             "每个元素只能由一个 program 写；要合并多个 program 的结果，用 tl.atomic_add 等原子操作，或者分两次 launch。"
                             f"{case.hint}")
+    if rec.get("unordered"):
+        return mk("failed", f"{where}：内存顺序 —— {str(rec['unordered'])[:400]}。GPU 上一个 program 的写什么时候、按什么顺序"
+                            "被另一个 program 看到，只有 release/acquire 能保证：写数据的 program 写完之后用带 release 语义的原子操作"
+                            "置标志或放开锁（sem='release'，或 tl.atomic_* 默认的 'acq_rel'），读的 program 用带 acquire 语义的原子操作"
+                            "读到这个标志之后才读数据（tl.atomic_load 默认 'acquire'，其他 tl.atomic_* 默认 'acq_rel'）。解释器里"
+                            f"写总是马上可见，所以在 CPU 上结果是对的。{case.hint}")
     if rec.get("false_hint"):
         return mk("failed", f"{where}：{rec['false_hint'][:200]}。tl.multiple_of 是对编译器的保证：GPU 上编译器据此用更宽的向量"
                             "访存，值不满足时读写的就不是你要的元素（解释器忽略这个提示，所以在 CPU 上结果是对的）。只对一定"

@@ -14,9 +14,9 @@ is reported. Reading back what the same position wrote is fine (the same thread 
 two accesses have the same shape, which is how kernels write it). Within one store, two positions that put
 different values into the same address are reported too: which one lands is undefined on a GPU. An atomic
 counts as a store here (another element reading what it wrote still needs the barrier); atomics of several
-elements on one address are not a race. An exchange or compare-and-swap (a lock released, a flag raised) after
-other elements stored values that other programs of the launch use, with no barrier between, is reported at
-the end of the launch: those stores may not have landed when another program takes the lock.
+elements on one address are not a race. An atomic with release semantics (a lock released, a flag raised, a
+ticket taken) after other elements stored values that other programs of the launch use, with no barrier between,
+is reported at the end of the launch: those stores may not have landed when another program takes the lock.
 """
 from __future__ import annotations
 
@@ -91,10 +91,12 @@ class Lanes:
                           f"把不同的值写进同一个 {label(int(a[i]))}：GPU 上这些线程没有先后，留下哪个值没有定义")
 
     def release(self, program, pos: np.ndarray, linear: int) -> None:
-        """An exchange or compare-and-swap by the elements ``pos`` (a lock released, a flag raised): what other
+        """An atomic with release semantics by the elements ``pos`` (a lock released, a flag raised): what other
         elements of the program stored since the last barrier may not have landed yet when another program sees
         it. Kept until the launch ends, when :meth:`Guard.race` knows which of those addresses other programs use."""
         self._enter(program)
+        if not pos.size:  # masked off: it released nothing
+            return
         early = self.s_addr[~np.isin(self.s_pos, pos)]
         if early.size:
             self.releases.append((program, linear, early))
@@ -105,7 +107,7 @@ class Lanes:
         for program, linear, early in self.releases:
             a = used_by_others(linear, early)
             if a is not None and self.found is None:
-                self.found = (f"program {program} 里，一个元素用原子交换放开了锁（或置了标志），同一个 program 的其他元素"
+                self.found = (f"program {program} 里，一个元素用带 release 语义的原子操作放开了锁（或置了标志），同一个 program 的其他元素"
                               f"在这之前写的 {label(a)} 之后还被别的 program 访问，中间没有 tl.debug_barrier()：放开锁时这些写"
                               "可能还没完成")
         self.releases = []

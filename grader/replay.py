@@ -32,10 +32,11 @@ import json
 import math
 import os
 import sys
+import threading
 import traceback
 from pathlib import Path
 
-from . import interleave, lanes
+from . import interleave, lanes, ordering
 
 LOG_CAP = 4 << 20
 SNAP_CAP = 256 << 20
@@ -55,6 +56,10 @@ class OutOfBounds(RuntimeError):
 
 class DataRace(RuntimeError):
     """Two programs of one launch touch the same element, one of them writing, without atomics."""
+
+
+class Unordered(RuntimeError):
+    """Two programs of a launch access one element, one writing, with no release/acquire between them."""
 
 
 class LaneRace(RuntimeError):
@@ -82,7 +87,8 @@ class Guard:
         self.loads: list = []   # (addresses, program) of the current launch's non-atomic accesses
         self.stores: list = []
         self.atomics: list = []  # (addresses, program) of its atomic accesses (not races; they steer the interleaving)
-        self.locking = False    # the launch used atomic_cas or atomic_xchg (a lock, a flag)
+        self.events: list = []  # every access of the launch in the order it ran, for grader.ordering
+        self.as_atomic = threading.local()  # .sem: (sem, scope) while tl.atomic_load/store/poll run through load/store
         self.interleaving: interleave.Interleaving | None = None
         self.shared: dict = {}  # launch number (with atomics) -> sorted addresses several programs touch, one writing
         self.launch_no = 0
@@ -95,12 +101,13 @@ class Guard:
         from triton.runtime import interpreter as I
 
         b = I.interpreter_builder
+        # tl.atomic_load / atomic_store / atomic_poll (Triton 3.9) go through create_masked_load/store (as_atomic)
+        through = tuple(n for n in ("create_atomic_load", "create_atomic_store", "create_atomic_poll") if hasattr(b, n))
         names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas", "set_grid_dim",
-                 "create_barrier")
+                 "create_barrier") + through
         saved = {n: b.__dict__.get(n) for n in names}
         load, store, rmw, cas = b.create_masked_load, b.create_masked_store, b.create_atomic_rmw, b.create_atomic_cas
         set_dim, barrier = b.set_grid_dim, b.create_barrier
-        xchg = I._ir.ATOMIC_OP.XCHG
         set_attr = I.TensorHandle.set_attr
 
         def checked_set_attr(handle, key, value):  # tl.multiple_of(x, v) on a scalar or a 1-D block: x (its first
@@ -123,6 +130,12 @@ class Guard:
                 self.interleaving.seen((kind, hash(ptrs.data.tobytes()), hash(result.data.tobytes())) if small else None)
             return result
 
+        def sem_of(sem, scope):  # Triton's IR enums by name: ("ACQUIRE_RELEASE", "GPU")
+            return str(sem).rsplit(".", 1)[-1], str(scope).rsplit(".", 1)[-1]
+
+        def atomic_now():  # (sem, scope) when this load or store is tl.atomic_load/store/poll's, else None
+            return getattr(self.as_atomic, "sem", None)
+
         def in_order(access, ptrs, mask, value=None, releases=False):  # the lanes of the running program (in order)
             if self.interleaving is None and self.ranges:
                 np = self.np
@@ -141,10 +154,14 @@ class Guard:
             bad = np.nan if np.issubdtype(dtype, np.floating) else True if dtype == np.bool_ else np.iinfo(dtype).max
             return I.TensorHandle(np.full(ptrs.data.shape, bad, dtype=dtype), ptrs.get_element_ty())
 
-        def masked_load(ptrs, mask, other=None, *args, **kw):
+        def masked_load(ptrs, mask, other=None, cache_policy=None, is_volatile=False):
             hot = shared(ptrs, mask)
             step()
-            self.note(ptrs, mask, self.loads, b, "读取")
+            atomic = atomic_now()
+            if atomic:
+                self.note(ptrs, mask, self.atomics, b, "原子操作", ("ar", *atomic))
+            else:  # a volatile load reads like a relaxed atomic: it orders nothing (grader.ordering)
+                self.note(ptrs, mask, self.loads, b, "读取", ("vr", "RELAXED", "SYSTEM") if is_volatile else ("r",))
             in_order(self.lanes.load, ptrs, mask)
             # a block only: for one element Triton passes None for other=0 too (it tests the value's truth)
             if other is None and mask is not None and ptrs.data.size > 1:
@@ -152,15 +169,19 @@ class Guard:
                 if self.unfilled is None and self.ranges and not bool(self.np.all(mask.data)):
                     on = self.addresses(ptrs, mask)
                     self.unfilled = self.label(int(on[0])).split("[")[0] if on.size else "?"
-            result = seen("load", ptrs, load(ptrs, mask, other, *args, **kw))
+            result = seen("aload" if atomic else "load", ptrs, load(ptrs, mask, other, cache_policy, is_volatile))
             touched(hot, True, False)
             return result
 
         def masked_store(ptrs, value, mask, *args, **kw):
             hot = shared(ptrs, mask)
             step()
-            self.note(ptrs, mask, self.stores, b, "写入")
-            in_order(self.lanes.store, ptrs, mask, value)
+            atomic = atomic_now()
+            if atomic:
+                self.note(ptrs, mask, self.atomics, b, "原子操作", ("aw", *atomic))
+            else:
+                self.note(ptrs, mask, self.stores, b, "写入", ("w",))
+            in_order(self.lanes.store, ptrs, mask, value, releases=bool(atomic) and atomic[0] in ordering.RELEASES)
             result = store(ptrs, value, mask, *args, **kw)
             seen("store", ptrs, None)
             touched(hot, False, True)
@@ -182,25 +203,37 @@ class Guard:
             if addrs:
                 self.interleaving.shared_access(addrs, read, wrote)
 
-        def atomic_rmw(op, ptr, val, mask, *args, **kw):
+        def atomic_rmw(op, ptr, val, mask, sem, scope):
             hot = shared(ptr, mask)
             step()
-            self.note(ptr, mask, self.atomics, b, "原子操作")
-            in_order(self.lanes.store, ptr, mask, releases=op == xchg)  # to the other elements: a write like a store
-            self.locking = self.locking or op == xchg
-            result = seen(f"rmw{op}", ptr, rmw(op, ptr, val, mask, *args, **kw))
+            names = sem_of(sem, scope)
+            self.note(ptr, mask, self.atomics, b, "原子操作", ("arw", *names))
+            # to the other elements: a write like a store; with release semantics, what they stored goes out first
+            in_order(self.lanes.store, ptr, mask, releases=names[0] in ordering.RELEASES)
+            result = seen(f"rmw{op}", ptr, rmw(op, ptr, val, mask, sem, scope))
             touched(hot, True, True)  # it reads too: another program may come between it and the next access
             return result
 
-        def atomic_cas(ptr, *args, **kw):
+        def atomic_cas(ptr, cmp, val, sem, scope):
             hot = shared(ptr, None)
             step()
-            self.note(ptr, None, self.atomics, b, "原子操作")
-            in_order(self.lanes.store, ptr, None, releases=True)
-            self.locking = True
-            result = seen("cas", ptr, cas(ptr, *args, **kw))
+            names = sem_of(sem, scope)
+            self.note(ptr, None, self.atomics, b, "原子操作", ("arw", *names))
+            in_order(self.lanes.store, ptr, None, releases=names[0] in ordering.RELEASES)
+            result = seen("cas", ptr, cas(ptr, cmp, val, sem, scope))
             touched(hot, True, True)
             return result
+
+        def as_atomic(name):  # tl.atomic_load/store/poll: the interpreter's own, its loads and stores marked atomic
+            original = getattr(b, name)
+
+            def run(*args):
+                self.as_atomic.sem = sem_of(*args[-2:])
+                try:
+                    return original(*args)
+                finally:
+                    self.as_atomic.sem = None
+            return run
 
         def debug_barrier():
             self.lanes.barrier()
@@ -213,6 +246,8 @@ class Guard:
         b.create_masked_load, b.create_masked_store = masked_load, masked_store
         b.create_atomic_rmw, b.create_atomic_cas = atomic_rmw, atomic_cas
         b.set_grid_dim, b.create_barrier = grid_dim, debug_barrier
+        for name in through:
+            setattr(b, name, as_atomic(name))
         I.TensorHandle.set_attr = checked_set_attr
 
         def uninstall():
@@ -224,13 +259,17 @@ class Guard:
                     setattr(b, n, v)
         return uninstall
 
-    def note(self, ptrs, mask, into: list, builder, verb: str) -> None:
-        """Check the access, and remember its addresses (in ``into``: the launch's loads, stores or atomics)."""
+    def note(self, ptrs, mask, into: list, builder, verb: str, event: tuple) -> None:
+        """Check the access, and remember its addresses (in ``into``: the launch's loads, stores or atomics; and as
+        ``event``, (kind, sem, scope), in :attr:`events`)."""
         self.check(ptrs, mask, verb, builder)
         if self.ranges:
             addrs = self.addresses(ptrs, mask)
             if addrs.size:
-                into.append((addrs, self.linear(builder.grid_idx)))
+                program = self.linear(builder.grid_idx)
+                into.append((addrs, program))
+                kind, *names = event
+                self.events.append((kind, addrs, program, *(names or (None, None))))
 
     def linear(self, program) -> int:
         """A program's (x, y, z) as one number, x slowest, in the launch's grid."""
@@ -238,13 +277,14 @@ class Guard:
         x, y, z = program
         return (x * ny + y) * nz + z
 
-    def race(self, record: bool = True) -> str | None:
-        """After a launch: an element written by one program and written or read by another, without
-        atomics, is a data race on a GPU (its programs run at the same time, in no set order). With
-        ``record`` (the in-order run), the elements its atomics share are kept for the steered and reversed rounds."""
+    def race(self, record: bool = True) -> DataRace | Unordered | None:
+        """After a launch: in a launch without atomics, an element written by one program and written or read by
+        another is a data race on a GPU (its programs run at the same time, in no set order); with atomics, such
+        accesses must be ordered by a release and an acquire (:mod:`grader.ordering`). With ``record`` (the
+        in-order run), the elements its atomics share are kept for the steered and reversed rounds."""
         np = self.np
         loads, stores, atomics, self.loads, self.stores, self.atomics = self.loads, self.stores, self.atomics, [], [], []
-        locking, self.locking = self.locking, False
+        events, self.events = self.events, []
         if self.lanes.releases and (loads or stores or atomics):
             _, _, _, (addr, prog) = self._by_address([*loads, *stores, *atomics])
 
@@ -257,14 +297,18 @@ class Guard:
             shared = self._shared([*loads, *atomics], [*stores, *atomics])
             if shared.size:
                 self.shared[self.launch_no] = shared
-        if not stores or locking:
+        if atomics:
+            found = ordering.first_unordered(events, self.label)
+            return Unordered(found) if found else None
+        if not stores:
             return None
         w_addr, w_first, w_last, (s_addr, s_prog) = self._by_address(stores)
         shared = w_first != w_last
         if shared.any():
             a = int(w_addr[np.argmax(shared)])
             progs = np.unique(s_prog[s_addr == a])[:2]
-            return f"program {int(progs[0])} 和 program {int(progs[1])} 都写了同一个元素（{self.label(a)}），没有用原子操作"
+            return DataRace(f"program {int(progs[0])} 和 program {int(progs[1])} 都写了同一个元素（{self.label(a)}），"
+                            "没有用原子操作")
         if not loads:
             return None
         l_addr = np.concatenate([a for a, _ in loads]).astype(np.int64)
@@ -273,8 +317,8 @@ class Guard:
         other = (w_addr[at] == l_addr) & (w_first[at] != l_prog)
         if other.any():
             i = int(np.argmax(other))
-            return (f"program {int(l_prog[i])} 读取了 program {int(w_first[at[i]])} 在同一次 launch 里写的元素"
-                    f"（{self.label(int(l_addr[i]))}）")
+            return DataRace(f"program {int(l_prog[i])} 读取了 program {int(w_first[at[i]])} 在同一次 launch 里写的元素"
+                            f"（{self.label(int(l_addr[i]))}）")
         return None
 
     def _by_address(self, accesses: list):
@@ -533,8 +577,8 @@ class Replayer:
                 (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes(), k.replace("scratch:", "scratch"), 1)
                 for k, t in bufs.items() if k.startswith("scratch:")]
             self.guard.first, self.guard.loads, self.guard.stores, self.guard.atomics = None, [], [], []
+            self.guard.events = []
             self.guard.unfilled = self.guard.false_hint = None
-            self.guard.locking = False
             self.guard.launch_no = 0
             self.guard.lanes.take()
             if interleave_seed is None:
@@ -549,7 +593,7 @@ class Replayer:
                     interleave.launch(kernel, grid, args, kwargs, rng, self.guard, hot, steer == "reversed")
                 race = self.guard.race(rng is None) if self.guard is not None else None
                 if race:
-                    raise DataRace(race)
+                    raise race
                 lane = self.guard.lanes.take() if self.guard is not None else None
                 if lane:
                     raise LaneRace(lane)
@@ -605,6 +649,9 @@ class Replayer:
                                   tag if tag in ("steered", "reversed") else None)
             except DataRace as e:
                 rec["race"] = str(e)
+                return rec
+            except Unordered as e:
+                rec["unordered"] = str(e)
                 return rec
             except LaneRace as e:
                 rec["lane_race"] = str(e)

@@ -408,9 +408,10 @@ def test_interleaved_launch_loses_split_updates_and_keeps_locked_ones(monkeypatc
         uninstall()
 
 
-def _in_order_then_steered(guard, kernel, args, kw, seed, reverse=False):
-    """Two programs in order (the guard finds the shared addresses), then steered (or reversed) from the same
-    start; returns the tensors after the in-order run, ``args`` hold the steered run's."""
+def _in_order_then_steered(guard, kernel, args, kw, seed, reverse=False, ordered=True):
+    """Two programs in order (the guard finds the shared addresses; with ``ordered`` False the in-order run must
+    already report an access no release/acquire orders), then steered (or reversed) from the same start; returns
+    the tensors after the in-order run, ``args`` hold the steered run's."""
     import numpy as np
     import torch
 
@@ -421,12 +422,14 @@ def _in_order_then_steered(guard, kernel, args, kw, seed, reverse=False):
                     for i, t in enumerate(args) if torch.is_tensor(t)]
     guard.launch_no, guard.shared = 0, {}
     kernel[(2,)](*args, **kw)
-    assert guard.race() is None and guard.shared[1].size > 0
+    problem = guard.race()
+    assert (problem is None) == ordered and guard.shared[1].size > 0, problem
     in_order = [a.clone() for a in args if torch.is_tensor(a)]
     for a, b in zip(args, before):
         if torch.is_tensor(a):
             a.copy_(b)
     interleave.launch(kernel, (2,), args, kw, np.random.default_rng(seed), guard, guard.shared[1], reverse)
+    guard.loads, guard.stores, guard.atomics, guard.events = [], [], [], []  # the steered run's, not checked here
     return in_order
 
 
@@ -490,8 +493,9 @@ def test_steered_launch_overtakes_every_split_update_and_ticket_order(monkeypatc
 def test_reversed_launch_reads_before_the_writes_it_did_not_wait_for(monkeypatch):
     """grader.interleave reversed at the shared addresses, two programs, every seed: the program with the
     highest id summing the others' partial counts without waiting for them, a flag published before the value
-    it guards, and a plain store another program overwrote in order (a lock in the launch: no race check)
-    all come out wrong; waiting on a ticket, the value before its flag and a locked update stay right."""
+    it guards, and a plain store another program overwrote in order all come out wrong (the in-order run
+    already reports them: grader.ordering); waiting on a ticket, the value before its flag and a locked update
+    stay right."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     import torch
     import triton
@@ -540,14 +544,15 @@ def test_reversed_launch_reads_before_the_writes_it_did_not_wait_for(monkeypatch
             for wait in (0, 1):
                 part, out, ticket = torch.zeros(16, dtype=torch.int32), torch.zeros(8, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
                 in_order = _in_order_then_steered(guard, last_sums, [x, part, out, ticket], {"WAIT": wait, "BLOCK": 32},
-                                                  seed, reverse=True)
+                                                  seed, reverse=True, ordered=bool(wait))
                 assert in_order[2].equal(want) and out.equal(want) == bool(wait), (seed, wait)
             for flag_first in (0, 1):
                 v, flag, out = torch.zeros(2), torch.zeros(1, dtype=torch.int32), torch.zeros(1)
-                _in_order_then_steered(guard, publish, [v, flag, out], {"FLAG_FIRST": flag_first}, seed, reverse=True)
+                _in_order_then_steered(guard, publish, [v, flag, out], {"FLAG_FIRST": flag_first}, seed, reverse=True,
+                                       ordered=not flag_first)
                 assert (out.item() == 10.0) == (not flag_first), (seed, flag_first)  # the spinner looks again at once
             out, lock = torch.zeros(2), torch.zeros(1, dtype=torch.int32)
-            in_order = _in_order_then_steered(guard, overwrite, [out, lock], {}, seed, reverse=True)
+            in_order = _in_order_then_steered(guard, overwrite, [out, lock], {}, seed, reverse=True, ordered=False)
             assert in_order[0].tolist() == [2.0, 1.0] and out.tolist() == [2.0, -1.0], seed
     finally:
         uninstall()
@@ -669,6 +674,102 @@ def test_multiple_of_hints_are_checked_against_the_values(monkeypatch):
         assert "的值是 6" in guard.false_hint
     finally:
         uninstall()
+
+
+@pytest.mark.parametrize("publish, wait, verdict", [
+    ("xchg", "add", None),                          # tl.atomic_* default to acq_rel: ordered
+    ("store", "load", None),                        # tl.atomic_store (release) / tl.atomic_load (acquire), Triton 3.9
+    ("xchg_relaxed", "add", "没有做带 release"),      # the flag raised with sem="relaxed": the data may come later
+    ("xchg_cta", "add", "没有做带 release"),          # scope="cta" orders nothing between programs
+    ("xchg", "volatile", "没有用带 acquire"),         # a volatile load of the flag is not an acquire
+    ("xchg", "add_relaxed", "没有用带 acquire"),
+    ("plain", "add", "普通的 tl.store"),             # the flag itself written with a plain store
+    ("ticket", "ticket", None),                     # the last program to take a ticket sums what the others stored
+    ("ticket", "none", "没有用带 acquire"),           # ... without taking one itself
+])
+def test_programs_pass_data_only_through_release_and_acquire(monkeypatch, publish, wait, verdict):
+    """Program 0 stores a value and raises a flag; program 1 waits for the flag and reads the value. The replay
+    orders the two only through a release and an acquire (grader.ordering), whatever the interpreter's order."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import torch
+    import triton
+    import triton.language as tl
+
+    from grader.replay import Guard
+
+    @triton.jit
+    def pass_on(data_ptr, flag_ptr, out_ptr, PUBLISH: tl.constexpr, WAIT: tl.constexpr):
+        pid = tl.program_id(0)
+        if pid == 0:
+            tl.store(data_ptr, 42.0)
+            if PUBLISH == "xchg":
+                tl.atomic_xchg(flag_ptr, 1)
+            elif PUBLISH == "xchg_relaxed":
+                tl.atomic_xchg(flag_ptr, 1, sem="relaxed")
+            elif PUBLISH == "xchg_cta":
+                tl.atomic_xchg(flag_ptr, 1, scope="cta")
+            elif PUBLISH == "store":
+                tl.atomic_store(flag_ptr, 1)
+            elif PUBLISH == "plain":
+                tl.store(flag_ptr, 1)
+            else:
+                tl.atomic_add(flag_ptr, 1)
+        else:
+            if WAIT == "add":
+                while tl.atomic_add(flag_ptr, 0) == 0:
+                    pass
+            elif WAIT == "add_relaxed":
+                while tl.atomic_add(flag_ptr, 0, sem="relaxed") == 0:
+                    pass
+            elif WAIT == "load":
+                while tl.atomic_load(flag_ptr) == 0:
+                    pass
+            elif WAIT == "volatile":
+                while tl.load(flag_ptr, volatile=True) == 0:
+                    pass
+            elif WAIT == "ticket":
+                tl.atomic_add(flag_ptr, 1)
+            tl.store(out_ptr, tl.load(data_ptr))
+
+    if (publish == "store" or wait == "load") and not hasattr(tl, "atomic_store"):
+        pytest.skip("tl.atomic_load / tl.atomic_store came with Triton 3.9")
+    data, flag, out = torch.zeros(1), torch.zeros(1, dtype=torch.int32), torch.zeros(1)
+    guard = Guard()
+    uninstall = guard.install()
+    try:
+        guard.ranges = [(t.data_ptr(), t.data_ptr() + 4, name, 4) for name, t in (("data", data), ("flag", flag), ("out", out))]
+        pass_on[(2,)](data, flag, out, PUBLISH=publish, WAIT=wait)
+        problem = guard.race()
+    finally:
+        uninstall()
+    assert out.item() == 42.0  # in order the value is always there: only the ordering check can tell
+    if verdict is None:
+        assert problem is None
+    else:
+        assert verdict in str(problem) and ("flag[0]" if publish == "plain" else "data[0]") in str(problem), problem
+
+
+def test_ordering_checks_atomics_against_the_plain_write_before_them():
+    """grader.ordering on hand-made event lists: an atomic add by a program that did not wait is checked against the
+    plain store before it even when another program's atomic came between (atomic pairs need no order); a read
+    before the other program's write is reported as read too early."""
+    import numpy as np
+
+    from grader.ordering import first_unordered
+
+    def ev(kind, addr, program, sem=None):
+        return (kind, np.array([addr], dtype=np.uint64), program, sem, None if sem is None else "GPU")
+
+    acq_rel = "ACQUIRE_RELEASE"
+    init_then_add = [ev("w", 100, 0), ev("arw", 200, 0, acq_rel),   # program 0 stores c, raises the flag
+                     ev("arw", 200, 1, acq_rel), ev("arw", 100, 1, acq_rel)]  # program 1 waits, adds to c
+    label = lambda a: f"m[{a}]"  # noqa: E731
+    assert first_unordered(init_then_add, label) is None
+    found = first_unordered(init_then_add + [ev("arw", 100, 2, acq_rel)], label)  # program 2 adds without waiting
+    assert found.startswith("program 2 用原子操作改写了 m[100]，program 0") and "acquire" in found, found
+    assert first_unordered(init_then_add + [ev("arw", 200, 2, acq_rel), ev("arw", 100, 2, acq_rel)], label) is None
+    early = first_unordered([ev("arw", 300, 0, acq_rel), ev("r", 100, 1), ev("w", 100, 0)], label)
+    assert early.startswith("program 1 在 program 0 写 m[100] 之前就读了它"), early
 
 
 def test_each_launch_is_interleaved_on_its_own_grid():

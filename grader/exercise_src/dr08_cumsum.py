@@ -44,6 +44,9 @@ def row_cumsum_spec(x: torch.Tensor) -> torch.Tensor:
 #   读的时候它可能还没写。评分器让 program 交错运行，就是要抓这种只在顺序执行时才对的写法。
 #   真要让 carry 在 program 之间传递，后一块就得**等**前一块：前一块写好自己的前缀和之后用 `tl.atomic_xchg`
 #   置一个标志，后一块反复 `tl.atomic_add(flag, 0)`，读到 1 才往下走（decoupled look-back 的思路）。
+#   这两个原子操作默认 `sem="acq_rel"`：置标志是 release（之前写的前缀和先对别人可见），读标志是 acquire
+#   （之后读的前缀和不会早于标志）。写成 `sem="relaxed"`、或者用 `tl.load(flag, volatile=True)` 去等，GPU 上
+#   可能先看到标志、后看到前缀和，评分器会按内存顺序报错。
 #   交错运行时，在等的 program 会一直等到被等的那个写完，这种写法能通过；一行一个 program 的循环更简单。
 # %% id=dr08-kernel role=solution
 # 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
