@@ -31,6 +31,7 @@ names of Triton's IR enums (``"ACQUIRE_RELEASE"``, ``"GPU"``...), None for plain
 from __future__ import annotations
 
 import bisect
+import itertools
 
 import numpy as np
 
@@ -133,7 +134,7 @@ class _Clocks:
         every = np.unique(np.concatenate([e[1] for _, e in atomics]).astype(np.int64))
         clock_at = np.zeros(every.size, dtype=np.int64)  # each address's clock, by number in ``clocks``
         clocks: dict = {0: None}
-        fresh = iter(range(1, 1 << 62))  # numbers for new clocks
+        fresh = itertools.count(1)  # numbers for new clocks
         known: dict = {}  # program -> its clock
         last = {e[2]: i for i, e in atomics}
         for i, (kind, addrs, p, sem, scope) in atomics:

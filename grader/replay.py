@@ -84,10 +84,7 @@ class Guard:
         self.first: str | None = None
         self.unfilled: str | None = None  # a masked load without other= that had masked-off lanes (they read poison)
         self.false_hint: str | None = None  # the first tl.multiple_of whose values are not multiples
-        self.loads: list = []   # (addresses, program) of the current launch's non-atomic accesses
-        self.stores: list = []
-        self.atomics: list = []  # (addresses, program) of its atomic accesses (not races; they steer the interleaving)
-        self.events: list = []  # every access of the launch in the order it ran, for grader.ordering
+        self.events: list = []  # every access of the current launch in the order it ran (grader.ordering's events)
         self.as_atomic = threading.local()  # .sem: (sem, scope) while tl.atomic_load/store/poll run through load/store
         self.interleaving: interleave.Interleaving | None = None
         self.shared: dict = {}  # launch number (with atomics) -> sorted addresses several programs touch, one writing
@@ -159,9 +156,9 @@ class Guard:
             step()
             atomic = atomic_now()
             if atomic:
-                self.note(ptrs, mask, self.atomics, b, "原子操作", ("ar", *atomic))
+                self.note(ptrs, mask, b, "原子操作", ("ar", *atomic))
             else:  # a volatile load reads like a relaxed atomic: it orders nothing (grader.ordering)
-                self.note(ptrs, mask, self.loads, b, "读取", ("vr", "RELAXED", "SYSTEM") if is_volatile else ("r",))
+                self.note(ptrs, mask, b, "读取", ("vr", "RELAXED", "SYSTEM") if is_volatile else ("r",))
             in_order(self.lanes.load, ptrs, mask)
             # a block only: for one element Triton passes None for other=0 too (it tests the value's truth)
             if other is None and mask is not None and ptrs.data.size > 1:
@@ -178,9 +175,9 @@ class Guard:
             step()
             atomic = atomic_now()
             if atomic:
-                self.note(ptrs, mask, self.atomics, b, "原子操作", ("aw", *atomic))
+                self.note(ptrs, mask, b, "原子操作", ("aw", *atomic))
             else:
-                self.note(ptrs, mask, self.stores, b, "写入", ("w",))
+                self.note(ptrs, mask, b, "写入", ("w",))
             in_order(self.lanes.store, ptrs, mask, value, releases=bool(atomic) and atomic[0] in ordering.RELEASES)
             result = store(ptrs, value, mask, *args, **kw)
             seen("store", ptrs, None)
@@ -207,7 +204,7 @@ class Guard:
             hot = shared(ptr, mask)
             step()
             names = sem_of(sem, scope)
-            self.note(ptr, mask, self.atomics, b, "原子操作", ("arw", *names))
+            self.note(ptr, mask, b, "原子操作", ("arw", *names))
             # to the other elements: a write like a store; with release semantics, what they stored goes out first
             in_order(self.lanes.store, ptr, mask, releases=names[0] in ordering.RELEASES)
             result = seen(f"rmw{op}", ptr, rmw(op, ptr, val, mask, sem, scope))
@@ -218,7 +215,7 @@ class Guard:
             hot = shared(ptr, None)
             step()
             names = sem_of(sem, scope)
-            self.note(ptr, None, self.atomics, b, "原子操作", ("arw", *names))
+            self.note(ptr, None, b, "原子操作", ("arw", *names))
             in_order(self.lanes.store, ptr, None, releases=names[0] in ordering.RELEASES)
             result = seen("cas", ptr, cas(ptr, cmp, val, sem, scope))
             touched(hot, True, True)
@@ -259,17 +256,14 @@ class Guard:
                     setattr(b, n, v)
         return uninstall
 
-    def note(self, ptrs, mask, into: list, builder, verb: str, event: tuple) -> None:
-        """Check the access, and remember its addresses (in ``into``: the launch's loads, stores or atomics; and as
-        ``event``, (kind, sem, scope), in :attr:`events`)."""
+    def note(self, ptrs, mask, builder, verb: str, event: tuple) -> None:
+        """Check the access, and remember it in :attr:`events` (``event``: kind, then sem and scope for an atomic)."""
         self.check(ptrs, mask, verb, builder)
         if self.ranges:
             addrs = self.addresses(ptrs, mask)
             if addrs.size:
-                program = self.linear(builder.grid_idx)
-                into.append((addrs, program))
                 kind, *names = event
-                self.events.append((kind, addrs, program, *(names or (None, None))))
+                self.events.append((kind, addrs, self.linear(builder.grid_idx), *(names or (None, None))))
 
     def linear(self, program) -> int:
         """A program's (x, y, z) as one number, x slowest, in the launch's grid."""
@@ -283,8 +277,9 @@ class Guard:
         accesses must be ordered by a release and an acquire (:mod:`grader.ordering`). With ``record`` (the
         in-order run), the elements its atomics share are kept for the steered and reversed rounds."""
         np = self.np
-        loads, stores, atomics, self.loads, self.stores, self.atomics = self.loads, self.stores, self.atomics, [], [], []
         events, self.events = self.events, []
+        of = lambda kinds: [(e[1], e[2]) for e in events if e[0] in kinds]  # noqa: E731  (addresses, program) pairs
+        loads, stores, atomics = of(("r", "vr")), of(("w",)), of(("ar", "aw", "arw"))  # a volatile load is no atomic here
         if self.lanes.releases and (loads or stores or atomics):
             _, _, _, (addr, prog) = self._by_address([*loads, *stores, *atomics])
 
@@ -576,8 +571,7 @@ class Replayer:
             self.guard.ranges = list(spans.values()) + [
                 (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes(), k.replace("scratch:", "scratch"), 1)
                 for k, t in bufs.items() if k.startswith("scratch:")]
-            self.guard.first, self.guard.loads, self.guard.stores, self.guard.atomics = None, [], [], []
-            self.guard.events = []
+            self.guard.first, self.guard.events = None, []
             self.guard.unfilled = self.guard.false_hint = None
             self.guard.launch_no = 0
             self.guard.lanes.take()
