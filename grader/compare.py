@@ -6,7 +6,7 @@ Two sources, trusted differently:
   Untrusted: read through :mod:`grader.safeio`, validated, and used for the verdict only where a
   forgery could not help (a wrong output fails; a right one proves nothing alone);
 - what the replay wrote (``replay/out``): the outputs of the learner's logged Triton launches run
-  alone on fresh inputs, the memory check and the programs interleaved. A case passes only when
+  alone on fresh inputs, the memory check and (with atomics) the programs interleaved. A case passes only when
   both the call and the replay give the reference's result.
 
 Messages are Chinese and say which shape and dtype, the largest error and where, and what probably
@@ -373,6 +373,7 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
                                     f"或者分两次 launch。细节：{msg}")
     big = rec.get("not_interleaved")
     tail = ("，program 交错运行也通过" + (f"（{big} 个 program 的 launch 太大，按顺序运行）" if big else "")) if rec.get("interleaved") else \
+        "；没有原子操作，各 program 不读写彼此写的元素，谁先谁后结果都一样" if rec.get("order_free") else \
         f"；grid 有 {big} 个 program，太多，没有交错运行，小一些的测试交错运行过" if big else ""
     return mk("passed", f"{where}：正确（也在新输入上重放通过{tail}）", case.points)
 

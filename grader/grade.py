@@ -111,8 +111,8 @@ def grade(path: Path, device: str = "cpu", cell_timeout: float = DEFAULT_CELL_TI
             _write_replay(root, ex, planned, module, names, device, seed)
             left = max(10.0, budget - (time.monotonic() - t0))
             t1 = time.monotonic()
-            # a replay case compiles for sm_90 and runs the launches two to four times (in order, interleaved, and where
-            # programs share elements through atomics, steered and reversed)
+            # a replay case compiles for sm_90 and runs the launches one to four times (in order; with atomics interleaved,
+            # and where programs share elements through atomics, steered and reversed)
             replay_case_limit = max(4.0 * cell_timeout, 30.0)
             rp = execute.replay(root, device, iso, replay_ids, replay_case_limit, left) if replay_ids else execute.Replay()
             phases["replay_s"] = round(time.monotonic() - t1, 2)

@@ -13,10 +13,12 @@ nothing between programs. A lock is the same pattern: releasing it is a release,
 accesses by two programs to one address, one of them a write and not both atomic (a plain access against any
 write; two atomics never race), and reports the first such pair that no chain of release and acquire orders.
 Each plain access is checked against the last write before it, each atomic against the last plain write before
-it, each read against the next write after it: pairs further apart are ordered through those. Every plain load
-counts, also one whose value the program throws away (read in a spin loop before the flag is seen): the check
-cannot tell which values are used. Launches without atomics are :meth:`grader.replay.Guard.race`'s: there any
-access to what another program wrote is a race.
+it, each read against the next write after it: pairs further apart are ordered through those. A read that the
+same program repeats later (on the same address) is left out: a spin loop that reads the data on every turn, before
+its flag is seen, throws those values away and uses the last, which is checked. The check cannot tell which values
+are used: an early read whose value is used and then read again is missed here (the interleaved rounds, which
+give it the older value, may still catch it in the results). Launches without atomics are
+:meth:`grader.replay.Guard.race`'s: there any access to what another program wrote is a race.
 
 Releases and acquires are counted per program: a program's release publishes everything it accessed before it.
 Per thread, as on a GPU, a release publishes only what its own thread (or, after ``tl.debug_barrier()``, the
@@ -104,12 +106,26 @@ def _conflicting_pairs(events: list):
     earlier = np.where(is_plain, before(write), before(write & is_plain))
     a = np.concatenate((earlier[earlier >= 0], idx[read & (next_w < n)]))
     b = np.concatenate((idx[earlier >= 0], next_w[read & (next_w < n)]))
-    conflict = (prog[a] != prog[b]) & (is_plain[a] | is_plain[b])
+    again = _read_again(addr, seq, prog, read & ~write)
+    conflict = (prog[a] != prog[b]) & (is_plain[a] | is_plain[b]) & ~again[a] & ~again[b]
     a, b = a[conflict], b[conflict]
     if not a.size:
         return None
     _, once = np.unique(seq[b] * len(events) + seq[a], return_index=True)  # one address per pair of events
     return seq[a[once]], seq[b[once]], addr[a[once]]
+
+
+def _read_again(addr, seq, prog, reads) -> np.ndarray:
+    """For each access, whether it is a read that the same program repeats in a later event on the same address."""
+    at = np.flatnonzero(reads)
+    again = np.zeros(addr.size, dtype=bool)
+    if at.size:
+        _, key = np.unique(np.stack([addr[at], prog[at]], axis=1), axis=0, return_inverse=True)
+        key = key.ravel()
+        last = np.full(int(key.max()) + 1, -1, dtype=np.int64)
+        np.maximum.at(last, key, seq[at])
+        again[at] = seq[at] < last[key]
+    return again
 
 
 def _overlaps(lo, hi, among) -> np.ndarray:
@@ -207,8 +223,7 @@ def _sentence(events: list, clocks: _Clocks, a: int, b: int, addr: int, label) -
     (ka, _, q, _, _), (kb, _, p, _, _) = events[a], events[b]
     if ka not in WRITES:  # read before the other program's write: too early
         return (f"program {q} 在 program {p} 写 {label(addr)} 之前就读了它，两者之间没有 release/acquire 建立的先后：读到的"
-                f"可能是旧值，也可能是新值。要读别的 program 写的数据，先用带 acquire 语义的原子操作等到它的标志再读"
-                "（在等待循环里提前读、读完不用，也算）")
+                f"可能是旧值，也可能是新值。要读别的 program 写的数据，先用带 acquire 语义的原子操作等到它的标志再读")
     did = {"r": "读取了", "w": "改写了", "ar": "用原子操作读取了", "vr": "用 volatile 的 tl.load 读取了",
            "aw": "用原子操作写了", "arw": "用原子操作改写了"}[kb]
     done = {"w": "用普通的 tl.store 写过", "aw": "用原子操作写过", "arw": "用原子操作改写过"}[ka]

@@ -86,9 +86,11 @@ class Guard:
         self.false_hint: str | None = None  # the first tl.multiple_of whose values are not multiples
         self.events: list = []  # every access of the current launch in the order it ran (grader.ordering's events)
         self.as_atomic = threading.local()  # .sem: (sem, scope) while tl.atomic_load/store/poll run through load/store
+        self.load_call = threading.local()  # .other: whether the running tl.load was given other= (True/False)
         self.interleaving: interleave.Interleaving | None = None
         self.shared: dict = {}  # launch number (with atomics) -> sorted addresses several programs touch, one writing
         self.launch_no = 0
+        self.atomics = False  # whether a launch of the current run made an atomic access (race() sets it)
         self.hot = None         # the steered launch's shared addresses (set by interleave.launch)
         self.lanes = lanes.Lanes()  # in order only: elements of one program passing values without a barrier
         self._dims = (1, 1, 1)
@@ -98,6 +100,8 @@ class Guard:
         from triton.runtime import interpreter as I
 
         b = I.interpreter_builder
+        semantic = I.interpreter_semantic
+        semantic_load, semantic_saved = semantic.load, semantic.__dict__.get("load")
         # tl.atomic_load / atomic_store / atomic_poll (Triton 3.9) go through create_masked_load/store (as_atomic)
         through = tuple(n for n in ("create_atomic_load", "create_atomic_store", "create_atomic_poll") if hasattr(b, n))
         names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas", "set_grid_dim",
@@ -160,12 +164,14 @@ class Guard:
             else:  # a volatile load reads like a relaxed atomic: it orders nothing (grader.ordering)
                 self.note(ptrs, mask, b, "读取", ("vr", "RELAXED", "SYSTEM") if is_volatile else ("r",))
             in_order(self.lanes.load, ptrs, mask)
-            # a block only: for one element Triton passes None for other=0 too (it tests the value's truth)
-            if other is None and mask is not None and ptrs.data.size > 1:
+            # the builder gets None for a scalar's other=0 too (Triton tests the value's truth): tl.load says (load_call)
+            given = getattr(self.load_call, "other", None)
+            if other is None and mask is not None and (ptrs.data.size > 1 or given is False):
                 other = poison(ptrs)
                 if self.unfilled is None and self.ranges and not bool(self.np.all(mask.data)):
                     on = self.addresses(ptrs, mask)
-                    self.unfilled = self.label(int(on[0])).split("[")[0] if on.size else "?"
+                    on = on if on.size else self.addresses(ptrs, None)  # a scalar's one lane is the masked-off one
+                    self.unfilled = self.tensor_near(int(on[0]))
             result = seen("aload" if atomic else "load", ptrs, load(ptrs, mask, other, cache_policy, is_volatile))
             touched(hot, True, False)
             return result
@@ -232,6 +238,13 @@ class Guard:
                     self.as_atomic.sem = None
             return run
 
+        def load_noting_other(ptr, mask, other, *rest, **kw):  # tl.load's semantic step, before the builder
+            self.load_call.other = other is not None
+            try:
+                return semantic_load(ptr, mask, other, *rest, **kw)
+            finally:
+                self.load_call.other = None
+
         def debug_barrier():
             self.lanes.barrier()
             return barrier()
@@ -246,9 +259,14 @@ class Guard:
         for name in through:
             setattr(b, name, as_atomic(name))
         I.TensorHandle.set_attr = checked_set_attr
+        semantic.load = load_noting_other
 
         def uninstall():
             I.TensorHandle.set_attr = set_attr
+            if semantic_saved is None:
+                del semantic.load
+            else:
+                semantic.load = semantic_saved
             for n, v in saved.items():
                 if v is None:
                     b.__dict__.pop(n, None)
@@ -288,6 +306,7 @@ class Guard:
                 return int(hit[0]) if hit.size else None
             self.lanes.released_early(used_by_others, self.label)
         self.launch_no += 1
+        self.atomics = self.atomics or bool(atomics)
         if atomics and record:  # atomics read and write: the steered round waits on the addresses programs share
             shared = self._shared([*loads, *atomics], [*stores, *atomics])
             if shared.size:
@@ -339,6 +358,10 @@ class Guard:
             if lo <= addr < hi:
                 return f"{name}[{(addr - lo) // item}]"
         return hex(addr)
+
+    def tensor_near(self, addr: int) -> str:
+        """The tensor an address lies in, or the nearest one (a masked-off lane may point past a tensor's end)."""
+        return min(self.ranges, key=lambda r: 0 if r[0] <= addr < r[1] else min(abs(addr - r[0]), abs(addr - r[1])))[2]
 
     def addresses(self, ptrs, mask):
         """The addresses an access touches (its masked-off lanes left out), flat, uint64."""
@@ -574,6 +597,7 @@ class Replayer:
             self.guard.first, self.guard.events = None, []
             self.guard.unfilled = self.guard.false_hint = None
             self.guard.launch_no = 0
+            self.guard.atomics = False
             self.guard.lanes.take()
             if interleave_seed is None:
                 self.guard.shared = {}  # the in-order run's, kept for the rounds after it
@@ -679,6 +703,11 @@ class Replayer:
                 rec["interleaved"].append(tag)
             if self.on_round:
                 self.on_round(cid, tag)
+            if tag == "fresh" and interleaving and not self.guard.atomics:
+                # no atomics: race() found no element that one program writes and another touches, so no order of
+                # the programs can change what they compute; interleaving them would only repeat the run
+                rec["order_free"] = True
+                break
         return rec
 
     def perf_case(self, case: dict, solution_src: str) -> dict:

@@ -5,7 +5,7 @@
 
 This runs in the learner's own kernel, so it is a hint, not a grade: the same inputs machinery,
 guard regions and messages as ``python -m grader check``, and on the CPU the same replay of the
-launches on fresh inputs with the memory check and the programs interleaved — but only the public
+launches on fresh inputs with the memory check and (with atomics) the programs interleaved — but only the public
 cases, with a fixed seed. The grader adds hidden sizes drawn from a secret seed.
 """
 from __future__ import annotations

@@ -88,7 +88,7 @@ class Case:
     tol: tuple[float, float] | None = None  # (atol, rtol) for this case instead of the exercise's
     calls: tuple = ()                 # python mode: argument tuples
     perf: dict = field(default_factory=dict)  # perf mode: shapes, scalars, call, kwargs, nbytes/flops, tuning, ref_call
-    order_check: bool = True          # CPU: also replay the grid with its programs interleaved
+    order_check: bool = True          # CPU: also replay the grid with its programs interleaved (launches with atomics)
     max_programs: str = ""            # a scalar's name: one launch, with at most its value in programs (persistent)
     reference: Callable | None = None  # instead of the exercise's (a case of another function)
 

@@ -752,7 +752,7 @@ def test_programs_pass_data_only_through_release_and_acquire(monkeypatch, publis
 def test_ordering_checks_atomics_against_the_plain_write_before_them():
     """grader.ordering on hand-made event lists: an atomic add by a program that did not wait is checked against the
     plain store before it even when another program's atomic came between (atomic pairs need no order); a read
-    before the other program's write is reported as read too early."""
+    before the other program's write is reported as read too early, unless the program reads it again later."""
     import numpy as np
 
     from grader.ordering import first_unordered
@@ -770,6 +770,11 @@ def test_ordering_checks_atomics_against_the_plain_write_before_them():
     assert first_unordered(init_then_add + [ev("arw", 200, 2, acq_rel), ev("arw", 100, 2, acq_rel)], label) is None
     early = first_unordered([ev("arw", 300, 0, acq_rel), ev("r", 100, 1), ev("w", 100, 0)], label)
     assert early.startswith("program 1 在 program 0 写 m[100] 之前就读了它"), early
+    # a spin loop reading the data on every turn: only its last read (after the flag) is the one used
+    spin = [ev("r", 100, 1), ev("w", 100, 0), ev("r", 100, 1), ev("arw", 200, 0, acq_rel)]
+    assert first_unordered(spin + [ev("arw", 200, 1, acq_rel), ev("r", 100, 1)], label) is None
+    late = first_unordered(spin + [ev("arw", 300, 1, acq_rel), ev("r", 100, 1)], label)  # waited on another flag
+    assert late.startswith("program 1 读取了 m[100]，program 0") and "acquire" in late, late
 
 
 def test_each_launch_is_interleaved_on_its_own_grid():

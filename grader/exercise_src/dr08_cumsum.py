@@ -17,9 +17,10 @@
 # - 结果由你的 Triton kernel 算出来并写进 `out`；`torch.cumsum` 记 0 分。
 # - `N` 可能比 `BLOCK` 大很多；float16 输入用 float32 累加。测试也会传入别的 `BLOCK`（比如 32）。
 # - `out` 也可能行间有空隙（`out.stride(0) > N`，`out.stride(1) == 1`）：写第 `row` 行用 `row * out.stride(0)`。
-# - 评分器还会让 grid 里的 program **交错运行**再跑一遍（随机顺序开始，每次访存后都可能换别的 program 先跑，像在 GPU 上）：
-#   一个 program 不能假定另一个 program 已经跑完，除非真的等到了它写的标志（见下面的提示）。用了原子操作（取号、累加）时
-#   还会按 program 共享的元素再交错两遍：后取号的 program 会抢在先取号的前面；共享元素上编号大的 program 先读写。
+# - 一个 program 不能假定另一个 program 已经跑完，除非真的等到了它写的标志（见下面的提示）：不经原子操作就读别的 program
+#   在同一次 launch 里写的元素，评分器直接报数据竞争。用了原子操作（标志、取号、累加）时，评分器还会让 grid 里的 program
+#   **交错运行**再跑一遍（随机顺序开始，每次访存后都可能换别的 program 先跑，像在 GPU 上），并按 program 共享的元素
+#   再交错两遍：后取号的 program 会抢在先取号的前面；共享元素上编号大的 program 先读写。
 # - 同一个 program 里的元素也一样：先 `tl.store` 一块、再 `tl.load` 别的元素写的值（比如自己用全局内存做倍增扫描），
 #   写和读之间要 `tl.debug_barrier()`（读完再覆盖之前也要）。解释器一次对整块执行一条语句，看不出问题；
 #   GPU 上这些元素分在不同线程和 warp 上。评分器会检查这一点。
