@@ -87,6 +87,10 @@ def _error_message(text: str, keywords=()) -> str:
                 "或者只在 GPU 上用多个 Config）")
     if "NameError" in last:
         return f"调用你的函数时出错：{last}（评分时只运行模板和答案单元：辅助代码要写在答案单元里）"
+    if "mask has unsupported dtype" in last:  # Triton's interpreter: a block comparison & a Python bool is not int1
+        return (f"调用你的函数时出错：{last}（CPU 解释器里，块的比较和一个 Python bool 做 &（例如 (rm < M) & (k < K)，"
+                "k 是 range 的循环变量）得到的不是布尔类型，tl.load/tl.store 的 mask 不接受；GPU 上编译时没有这个问题。"
+                "只和循环变量有关的条件写成 if k < K:，或者让它也是一个块：(rm < M) & (rm * 0 + k < K)）")
     keyword = re.search(r"unexpected keyword argument '(\w+)'", last)
     if keyword and keyword[1] in keywords:  # a notebook started from an older template, or a renamed parameter
         return (f"调用你的函数时出错：{last}（这个测试按关键字传入 {keyword[1]}，你的函数没有这个参数：对照练习开头"

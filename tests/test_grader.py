@@ -64,6 +64,14 @@ def test_solution_gets_full_marks(ex_id):
     assert ("program 交错运行也通过" in said) == atomics and ("谁先谁后结果都一样" in said) != atomics, said[:300]
 
 
+def test_interpreter_mask_dtype_error_says_what_to_write():
+    """Triton 3.9's interpreter refuses a mask made of a block comparison & a Python bool (a range loop's index):
+    the message says so and how to write it (the same kernel compiles on a GPU)."""
+    last = "triton.runtime.errors.InterpreterError: ValueError('mask has unsupported dtype')"
+    msg = compare._error_message(f"Traceback (most recent call last):\n{last}\n")
+    assert msg.startswith(f"调用你的函数时出错：{last}") and "if k < K:" in msg and "rm * 0 + k < K" in msg
+
+
 @pytest.mark.parametrize("ex_id", GRADED)
 def test_untouched_exercise_scores_zero(ex_id):
     r = run(REPO / "exercises" / f"{ex_id}.ipynb")
