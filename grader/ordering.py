@@ -223,7 +223,7 @@ def _sentence(events: list, clocks: _Clocks, a: int, b: int, addr: int, label) -
     (ka, _, q, _, _), (kb, _, p, _, _) = events[a], events[b]
     if ka not in WRITES:  # read before the other program's write: too early
         return (f"program {q} 在 program {p} 写 {label(addr)} 之前就读了它，两者之间没有 release/acquire 建立的先后：读到的"
-                f"可能是旧值，也可能是新值。要读别的 program 写的数据，先用带 acquire 语义的原子操作等到它的标志再读")
+                "可能是旧值，也可能是新值。要读别的 program 写的数据，先用带 acquire 语义的原子操作等到它的标志再读")
     did = {"r": "读取了", "w": "改写了", "ar": "用原子操作读取了", "vr": "用 volatile 的 tl.load 读取了",
            "aw": "用原子操作写了", "arw": "用原子操作改写了"}[kb]
     done = {"w": "用普通的 tl.store 写过", "aw": "用原子操作写过", "arw": "用原子操作改写过"}[ka]

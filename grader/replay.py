@@ -90,7 +90,7 @@ class Guard:
         self.interleaving: interleave.Interleaving | None = None
         self.shared: dict = {}  # launch number (with atomics) -> sorted addresses several programs touch, one writing
         self.launch_no = 0
-        self.atomics = False  # whether a launch of the current run made an atomic access (race() sets it)
+        self.saw_atomics = False  # whether a launch of the current run made an atomic access (race() sets it)
         self.hot = None         # the steered launch's shared addresses (set by interleave.launch)
         self.lanes = lanes.Lanes()  # in order only: elements of one program passing values without a barrier
         self._dims = (1, 1, 1)
@@ -306,7 +306,7 @@ class Guard:
                 return int(hit[0]) if hit.size else None
             self.lanes.released_early(used_by_others, self.label)
         self.launch_no += 1
-        self.atomics = self.atomics or bool(atomics)
+        self.saw_atomics = self.saw_atomics or bool(atomics)
         if atomics and record:  # atomics read and write: the steered round waits on the addresses programs share
             shared = self._shared([*loads, *atomics], [*stores, *atomics])
             if shared.size:
@@ -597,7 +597,7 @@ class Replayer:
             self.guard.first, self.guard.events = None, []
             self.guard.unfilled = self.guard.false_hint = None
             self.guard.launch_no = 0
-            self.guard.atomics = False
+            self.guard.saw_atomics = False
             self.guard.lanes.take()
             if interleave_seed is None:
                 self.guard.shared = {}  # the in-order run's, kept for the rounds after it
@@ -703,7 +703,7 @@ class Replayer:
                 rec["interleaved"].append(tag)
             if self.on_round:
                 self.on_round(cid, tag)
-            if tag == "fresh" and interleaving and not self.guard.atomics:
+            if tag == "fresh" and interleaving and not self.guard.saw_atomics:
                 # no atomics: race() found no element that one program writes and another touches, so no order of
                 # the programs can change what they compute; interleaving them would only repeat the run
                 rec["order_free"] = True
