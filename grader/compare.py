@@ -98,6 +98,11 @@ def _error_message(text: str, keywords=()) -> str:
     return f"调用你的函数时出错：{last}"
 
 
+def _endless_message(where: str, text: str) -> str:
+    """A spin that could not end (:class:`grader.spin.EndlessWait`), found in the learner's run or in the replay."""
+    return f"{where}：等待不会结束 —— {str(text)[:700]}。"
+
+
 def reference(ex: Exercise, pc: PlannedCase, inputs: dict, device: str = "cpu"):
     """The reference outputs (float64 numpy arrays, one per output) for this case's inputs."""
     case = pc.case
@@ -221,6 +226,8 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestRes
     where = ", ".join(f"{o.name} {tuple(o.shape)}" for o in case.outputs) + f", {case.dtype}"
     if rec.get("forbidden"):
         return mk("failed", f"调用了 {str(rec['forbidden'])[:80]}：这一题要求结果由你的 Triton kernel 计算，不能用 torch 算子代替。")
+    if rec.get("endless"):
+        return mk("failed", _endless_message(where, rec["endless"]))
     if rec.get("error"):
         return mk("error", _error_message(str(rec["error"]), case.kwargs))
     if rec.get("other_thread"):
@@ -334,6 +341,8 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
                             f"{str(rec['deadlock'])[:300]}。等待别的 program 的标志或锁，只有在被等的 program 一定会"
                             "写它的时候才行：检查等待的条件（等的是哪个下标、哪个值），和写标志的那一步是不是一定会执行。"
                             f"{case.hint}")
+    if rec.get("endless"):
+        return mk("failed", _endless_message(where, rec["endless"]))
     if rec.get("error"):
         return mk("error", f"评分器在新输入上重放你的 kernel 时出错：{str(rec['error']).strip().splitlines()[-1][:300]}")
     if rec.get("inputs_changed"):

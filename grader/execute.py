@@ -177,10 +177,9 @@ def replay(root: Path, device: str, iso: sandbox.Isolation, case_ids: list[str],
         if time.monotonic() >= deadline:
             rp.budget_exceeded = True
             break
-        skip = [c for c in case_ids if c not in todo]
         lines_before = len(_status_lines(status))
         with open(root / "ctl" / "replay.log", "ab") as errf:
-            proc = subprocess.Popen(sandbox.replay_argv(root, device, iso, skip), cwd=root / "replay", env=env,
+            proc = subprocess.Popen(sandbox.replay_argv(root, device, iso, todo), cwd=root / "replay", env=env,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     start_new_session=True, preexec_fn=_limiter(device, budget))
             drain = threading.Thread(target=_drain, args=(proc.stdout, errf, REPLAY_LOG_CAP), daemon=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import spin
 from .buffers import guarded_input, guarded_output, to_numpy
 from .launchlog import Log, watched
 
@@ -78,6 +79,15 @@ def _uninitialized_is_nan():
         torch.utils.deterministic.fill_uninitialized_memory = fill
 
 
+def _spins(device: str, bufs: dict):
+    """Interpreted (CPU): a program spinning on a value nothing will change ends the call (:mod:`grader.spin`)."""
+    if device == "cuda":
+        return contextlib.nullcontext()
+    spans = [(b.data_ptr(), b.data_ptr() + b.numel() * b.element_size(), ("输入 " if k.startswith("in:") else "输出 ")
+              + k.split(":", 1)[1]) for k, b in bufs.items()]
+    return spin.watch(lambda addr: next((name for lo, hi, name in spans if lo <= addr < hi), "包装函数自己分配的张量"))
+
+
 def _settle(bufs: dict, device: str) -> tuple[dict, int]:
     """Outputs as of the return, and how many elements changed a moment later (work left running on
     another stream or thread after the function returned)."""
@@ -116,12 +126,15 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
         bufs = {**{f"in:{k}": b for k, b in in_bufs.items()}, **{f"out:{k}": b for k, b in out_bufs.items()}}
         log = Log(bufs, threading.get_ident())
         try:
-            with watched(log, case["forbid"]), _uninitialized_is_nan():
+            with watched(log, case["forbid"]), _uninitialized_is_nan(), _spins(device, bufs):
                 ret = fn(*[values[n] for n in case["call"]], **{n: values[n] for n in case["kwargs"]}, **outs)
             after, late = _settle(out_bufs, device)
             rec["late"] += late
             if not tag:
                 rec["returned"] = _returned(ret, outs, in_bufs)
+        except spin.EndlessWait as e:
+            rec["endless"] = str(e)
+            after = {}
         except Exception as e:  # the learner's error is a verdict, recorded as text
             rec["error"] = _error_text(e)
             after = {}
@@ -146,7 +159,7 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
                 np.save(wd / f"{cid}_snap_{key.replace(':', '_')}.npy", raw, allow_pickle=False)
         for name, arr in after.items():
             np.save(wd / f"{cid}_out{tag}_{name}.npy", arr, allow_pickle=False)
-        if rec["error"]:
+        if rec["error"] or rec.get("endless"):
             break
     return rec
 

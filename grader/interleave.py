@@ -43,11 +43,12 @@ from __future__ import annotations
 import inspect
 import threading
 
+from . import spin
+
 WINDOW = 8
 SWITCH = 0.5
 SPIN = 32            # repeated accesses in a row: the program is waiting for another one
 DEADLOCK = 4096      # hand-overs with every program spinning and none left to start
-SMALL = 128          # accesses of at most this many elements can be spin reads (a vector of flags, too)
 MAX_PROGRAMS = 8192  # larger launches run in order only (a thread per program would not fit the case's time)
 
 
@@ -178,20 +179,14 @@ class Interleaving:
         self.builder.grid_idx = me
 
     def seen(self, access) -> None:
-        """Called by the running program after each memory access: ``access`` is a small access's
-        (kind, addresses, values read), None for any other; a small access the program already made since
-        it last got anywhere counts as spinning."""
+        """Called by the running program after each memory access: ``access`` is a :func:`grader.spin.access`;
+        a small access the program already made since it last got anywhere counts as spinning."""
         me = self.turn
-        recent = self.recent.setdefault(me, set())
-        if access is not None and access in recent:
+        if spin.repeated(self.recent.setdefault(me, set()), access):
             self.spins[me] = self.spins.get(me, 0) + 1
             return
         self.spins[me] = 0
         self.stuck = 0
-        if access is None or len(recent) >= 256:  # a spin loop cycles through a few accesses
-            recent.clear()
-        if access is not None:
-            recent.add(access)
 
     # --- under self.cv ---
     def _start(self, program=None) -> None:

@@ -1,10 +1,11 @@
 """The grader's replay: the learner's logged Triton launches, alone, on inputs their code never saw.
 
-    python -m grader.replay ROOT DEVICE
+    python -m grader.replay ROOT DEVICE CASE_ID,...
 
 Started by :mod:`grader.grade` after the learner's notebook has run and every process of it has been
 killed. It imports only the learner's kernels (``ROOT/replay/kernels.py``, see
-:mod:`grader.kernel_source`), never their host code, and for each case of ``ROOT/replay/plan.json``:
+:mod:`grader.kernel_source`), never their host code, and for each of the cases named (those of
+``ROOT/replay/plan.json`` whose call in the learner's run launched kernels and did not fail):
 
 1. reads the launch log the learner's process wrote (``ROOT/work/<case>_launches.json``: untrusted,
    validated field by field, size and depth capped) and the scratch/output snapshots it names;
@@ -36,7 +37,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from . import interleave, lanes, ordering
+from . import interleave, lanes, ordering, spin
 
 LOG_CAP = 4 << 20
 SNAP_CAP = 256 << 20
@@ -93,6 +94,7 @@ class Guard:
         self.saw_atomics = False  # whether a launch of the current run made an atomic access (race() sets it)
         self.hot = None         # the steered launch's shared addresses (set by interleave.launch)
         self.lanes = lanes.Lanes()  # in order only: elements of one program passing values without a barrier
+        self.in_order = spin.InOrder()  # in order only: a program's spin reads (a new one for each launch)
         self._dims = (1, 1, 1)
 
     def install(self):
@@ -127,8 +129,9 @@ class Guard:
 
         def seen(kind, ptrs, result):  # a spin read repeats a small access and reads the same values
             if self.interleaving is not None:
-                small = kind != "store" and ptrs.data.size <= interleave.SMALL
-                self.interleaving.seen((kind, hash(ptrs.data.tobytes()), hash(result.data.tobytes())) if small else None)
+                self.interleaving.seen(spin.access(kind, ptrs, result))
+            elif self.ranges:  # in order: a spin nothing else can end is an EndlessWait
+                self.in_order.seen(tuple(int(v) for v in b.grid_idx), kind, ptrs, result, self.label)
             return result
 
         def sem_of(sem, scope):  # Triton's IR enums by name: ("ACQUIRE_RELEASE", "GPU")
@@ -604,6 +607,8 @@ class Replayer:
             rng = self.np.random.default_rng(interleave_seed) if interleave_seed is not None else None
         try:
             for kernel, grid, args, kwargs in self.decoded(launches, bufs):
+                if self.guard is not None:
+                    self.guard.in_order = spin.InOrder()
                 if rng is None or math.prod(grid) > interleave.MAX_PROGRAMS:
                     kernel[grid](*args, **kwargs)
                 else:
@@ -679,6 +684,9 @@ class Replayer:
                 return rec
             except interleave.Deadlock as e:
                 rec["deadlock"] = str(e)
+                return rec
+            except spin.EndlessWait as e:
+                rec["endless"] = str(e)
                 return rec
             except Exception as e:
                 if self.guard is not None and self.guard.first:
@@ -887,11 +895,11 @@ def main(root: str, device: str) -> int:
         guard.install()
     rp = Replayer(rootp, device, kernels, guard)
     rp.on_round = lambda cid, tag: say(event="round", id=cid, tag=tag)
-    skip = set(sys.argv[3].split(",")) if len(sys.argv) > 3 and sys.argv[3] else set()
+    only = set(sys.argv[3].split(","))
     solution = (rootp / "replay" / "solution_cells.py").read_text(encoding="utf-8") \
         if (rootp / "replay" / "solution_cells.py").exists() else ""
     for case in plan["cases"]:
-        if case["id"] in skip or case["mode"] == "python":
+        if case["id"] not in only or case["mode"] == "python":
             continue
         say(event="start", id=case["id"])
         try:

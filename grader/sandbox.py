@@ -41,7 +41,7 @@ from . import procs
 REPO = Path(__file__).resolve().parent.parent
 KERNEL_NAME = "tcourse-grader"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
-LIB_MODULES = ("harness.py", "launchlog.py", "buffers.py", "kernel_io.py", "replay.py", "interleave.py", "lanes.py",
+LIB_MODULES = ("harness.py", "launchlog.py", "buffers.py", "kernel_io.py", "replay.py", "interleave.py", "spin.py", "lanes.py",
                "ordering.py", "safeio.py", "dropuid.py")
 ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "TZ")
 
@@ -208,8 +208,8 @@ def kernel_argv(root: Path, device: str, iso: Isolation) -> list[str]:
     return argv + ["--setenv", "JPY_PARENT_PID", "1", "--"] + py
 
 
-def replay_argv(root: Path, device: str, iso: Isolation, skip: list[str]) -> list[str]:
-    py = [sys.executable, "-m", "grader.replay", str(root), device, ",".join(skip)]
+def replay_argv(root: Path, device: str, iso: Isolation, cases: list[str]) -> list[str]:
+    py = [sys.executable, "-m", "grader.replay", str(root), device, ",".join(cases)]
     if iso.mode == "uid":
         return [sys.executable, "-m", "grader.dropuid", str(iso.uid), "--"] + py
     if iso.mode != "bwrap":

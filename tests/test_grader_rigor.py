@@ -558,6 +558,54 @@ def test_reversed_launch_reads_before_the_writes_it_did_not_wait_for(monkeypatch
         uninstall()
 
 
+def test_a_wait_nothing_can_end_stops_at_once_in_order(monkeypatch):
+    """In order (the learner's run, the replay's first round) a program spinning on a flag that no earlier program
+    raised waits for nothing: grader.spin ends it after ENDLESS reads, naming the program and the tensor (element, in
+    the replay), where the case used to run into its time limit; a wait for an earlier program's flag runs through."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import torch
+    import triton
+    import triton.language as tl
+
+    from grader import spin
+    from grader.replay import Guard
+
+    @triton.jit
+    def chain(flag_ptr, SKIP: tl.constexpr, TURNS: tl.constexpr):  # each program waits for the one before it (at most
+        p = tl.program_id(0)                                      # TURNS turns), then raises its own flag
+        if p > 0:
+            turns = 0
+            while (tl.atomic_add(flag_ptr + p - 1, 0) == 0) & (turns < TURNS):
+                turns += 1
+        if p != SKIP:
+            tl.atomic_xchg(flag_ptr + p, 1)
+
+    flags = torch.zeros(4, dtype=torch.int32)
+
+    def run(skip: int) -> str | None:
+        flags.zero_()
+        t0 = time.monotonic()
+        try:
+            chain[(4,)](flags, SKIP=skip, TURNS=2 * spin.ENDLESS)
+        except spin.EndlessWait as e:
+            return str(e)
+        finally:
+            assert time.monotonic() - t0 < 30
+        return None
+
+    guard = Guard()
+    uninstall = guard.install()
+    try:
+        guard.ranges = [(flags.data_ptr(), flags.data_ptr() + 16, "flags", 4)]
+        assert run(-1) is None and flags.tolist() == [1, 1, 1, 1]
+        assert f"program (2, 0, 0) 连续 {spin.ENDLESS} 次读同样的位置（flags[1]）" in run(1)
+    finally:
+        uninstall()
+    with spin.watch(lambda addr: "flags"):
+        assert run(-1) is None
+        assert f"program (2, 0, 0) 连续 {spin.ENDLESS} 次读同样的位置（flags）" in run(1)
+
+
 def test_interleaved_launch_runs_a_look_back_chain_and_reports_a_lock_order_deadlock(monkeypatch):
     """grader.interleave: a program that spins on the flag of the program before it finishes once every started
     program spins (the lowest pending program starts, as a GPU dispatches it), over a grid far larger than the
