@@ -127,11 +127,11 @@ class Guard:
             if self.interleaving is not None:
                 self.interleaving.point()
 
-        def seen(kind, ptrs, result):  # a spin read repeats a small access and reads the same values
+        def seen(kind, ptrs, result, poisoned=False):  # a spin read repeats a small access and reads the same values
             if self.interleaving is not None:
                 self.interleaving.seen(spin.access(kind, ptrs, result))
             elif self.ranges:  # in order: a spin nothing else can end is an EndlessWait
-                self.in_order.seen(tuple(int(v) for v in b.grid_idx), kind, ptrs, result, self.label)
+                self.in_order.seen(tuple(int(v) for v in b.grid_idx), kind, ptrs, result, self.label, poisoned)
             return result
 
         def sem_of(sem, scope):  # Triton's IR enums by name: ("ACQUIRE_RELEASE", "GPU")
@@ -169,13 +169,15 @@ class Guard:
             in_order(self.lanes.load, ptrs, mask)
             # the builder gets None for a scalar's other=0 too (Triton tests the value's truth): tl.load says (load_call)
             given = getattr(self.load_call, "other", None)
-            if other is None and mask is not None and (ptrs.data.size > 1 or given is False):
+            poisoned = other is None and mask is not None and (ptrs.data.size > 1 or given is False)
+            if poisoned:
                 other = poison(ptrs)
                 if self.unfilled is None and self.ranges and not bool(self.np.all(mask.data)):
                     on = self.addresses(ptrs, mask)
                     on = on if on.size else self.addresses(ptrs, None)  # a scalar's one lane is the masked-off one
                     self.unfilled = self.tensor_near(int(on[0]))
-            result = seen("aload" if atomic else "load", ptrs, load(ptrs, mask, other, cache_policy, is_volatile))
+            result = seen("aload" if atomic else "load", ptrs, load(ptrs, mask, other, cache_policy, is_volatile),
+                          poisoned and not bool(self.np.all(mask.data)))
             touched(hot, True, False)
             return result
 

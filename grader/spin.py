@@ -48,8 +48,9 @@ class InOrder:
     def __init__(self):
         self.program, self.recent, self.count = None, set(), 0
 
-    def seen(self, program: tuple, kind: str, ptrs, result, where) -> None:
-        """After each access of ``program``; ``where(address)`` names the tensor (and element) it read."""
+    def seen(self, program: tuple, kind: str, ptrs, result, where, poisoned: bool = False) -> None:
+        """After each access of ``program``; ``where(address)`` names the tensor (and element) it read; ``poisoned``:
+        the read had masked-off elements without ``other=``, filled with an undefined value (:class:`grader.replay.Guard`)."""
         if program != self.program:
             self.program, self.count = program, 0
             self.recent.clear()
@@ -59,9 +60,11 @@ class InOrder:
         self.count += 1
         if self.count >= ENDLESS:
             values = result.data.ravel()[:4].tolist()
+            undefined = ("（其中有 mask 关掉、又没给 other= 的元素：它们的值在 GPU 上没有定义，评分器填的是 NaN 或整数的最大值，"
+                         "给这次读加上 other=）") if poisoned else ""
             raise EndlessWait(
                 f"program {program} 连续 {self.count} 次读同样的位置（{where(int(ptrs.data.ravel()[0]))}），读到的一直是 "
-                f"{values if result.data.size > 1 else values[0]}：它在等别的 program 改这个值。CPU 解释器一个接一个地"
+                f"{values if result.data.size > 1 else values[0]}{undefined}：它在等别的 program 改这个值。CPU 解释器一个接一个地"
                 "运行 program，这时排在它前面的都已结束、后面的还没开始，没有谁会再改它，这个等待不会结束。检查：等的标志"
                 "是不是一定有 program 会写（下标、条件，写标志的那一步是否总会执行）；是不是在等编号更大的 program"
                 "（GPU 也不保证它们在你等的时候运行，只等编号更小的）；读标志时 mask 关掉的元素有没有 other=")

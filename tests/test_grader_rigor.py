@@ -561,7 +561,8 @@ def test_reversed_launch_reads_before_the_writes_it_did_not_wait_for(monkeypatch
 def test_a_wait_nothing_can_end_stops_at_once_in_order(monkeypatch):
     """In order (the learner's run, the replay's first round) a program spinning on a flag that no earlier program
     raised waits for nothing: grader.spin ends it after ENDLESS reads, naming the program and the tensor (element, in
-    the replay), where the case used to run into its time limit; a wait for an earlier program's flag runs through."""
+    the replay), where the case used to run into its time limit; a wait for an earlier program's flag runs through.
+    A wait on a sum of flags read with a mask and no other= ends in the interpreter and never in the replay."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     import torch
     import triton
@@ -571,22 +572,28 @@ def test_a_wait_nothing_can_end_stops_at_once_in_order(monkeypatch):
     from grader.replay import Guard
 
     @triton.jit
-    def chain(flag_ptr, SKIP: tl.constexpr, TURNS: tl.constexpr):  # each program waits for the one before it (at most
-        p = tl.program_id(0)                                      # TURNS turns), then raises its own flag
+    def chain(flag_ptr, SKIP: tl.constexpr, TURNS: tl.constexpr, MASKED: tl.constexpr):  # each program waits for the
+        p = tl.program_id(0)                                 # one before it (at most TURNS turns), then raises its flag
         if p > 0:
             turns = 0
-            while (tl.atomic_add(flag_ptr + p - 1, 0) == 0) & (turns < TURNS):
-                turns += 1
+            if MASKED:  # the flag and its neighbour read together, the neighbour masked off without other=
+                while (tl.sum(tl.atomic_load(flag_ptr + p - 1 + tl.arange(0, 2), mask=tl.arange(0, 2) < 1)) != 1) \
+                        & (turns < TURNS):
+                    turns += 1
+            else:
+                while (tl.atomic_add(flag_ptr + p - 1, 0) == 0) & (turns < TURNS):
+                    turns += 1
         if p != SKIP:
             tl.atomic_xchg(flag_ptr + p, 1)
 
+    monkeypatch.setattr(spin, "ENDLESS", 2000)  # a fifth of the real count: the same verdicts, sooner
     flags = torch.zeros(4, dtype=torch.int32)
 
-    def run(skip: int) -> str | None:
+    def run(skip: int, masked: bool = False) -> str | None:
         flags.zero_()
         t0 = time.monotonic()
         try:
-            chain[(4,)](flags, SKIP=skip, TURNS=2 * spin.ENDLESS)
+            chain[(4,)](flags, SKIP=skip, TURNS=2 * spin.ENDLESS, MASKED=masked)
         except spin.EndlessWait as e:
             return str(e)
         finally:
@@ -599,10 +606,13 @@ def test_a_wait_nothing_can_end_stops_at_once_in_order(monkeypatch):
         guard.ranges = [(flags.data_ptr(), flags.data_ptr() + 16, "flags", 4)]
         assert run(-1) is None and flags.tolist() == [1, 1, 1, 1]
         assert f"program (2, 0, 0) 连续 {spin.ENDLESS} 次读同样的位置（flags[1]）" in run(1)
+        # the replay fills the masked-off neighbour with the largest int32: the sum is never 1, and the message says why
+        assert f"program (1, 0, 0) 连续 {spin.ENDLESS} 次读同样的位置（flags[0]），读到的一直是 [1, 2147483647]（其中有 mask " \
+               "关掉、又没给 other= 的元素" in run(-1, masked=True)
     finally:
         uninstall()
     with spin.watch(lambda addr: "flags"):
-        assert run(-1) is None
+        assert run(-1) is None and run(-1, masked=True) is None  # the interpreter reads 0 there
         assert f"program (2, 0, 0) 连续 {spin.ENDLESS} 次读同样的位置（flags）" in run(1)
 
 
