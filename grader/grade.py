@@ -151,7 +151,8 @@ def _worth_replaying(record: Path) -> bool:
         rec = safeio.load_json(record, compare.RECORD_CAP, depth=8)
     except safeio.Untrusted:
         return False
-    return isinstance(rec, dict) and not rec.get("error") and not rec.get("endless") and isinstance(rec.get("launches"), int) and rec["launches"] > 0
+    return (isinstance(rec, dict) and not rec.get("error") and not rec.get("endless")
+            and isinstance(rec.get("launches"), int) and rec["launches"] > 0)
 
 
 def _remove(root: Path) -> None:

@@ -50,7 +50,7 @@ class InOrder:
 
     def seen(self, program: tuple, kind: str, ptrs, result, where, poisoned: bool = False) -> None:
         """After each access of ``program``; ``where(address)`` names the tensor (and element) it read; ``poisoned``:
-        the read had masked-off elements without ``other=``, filled with an undefined value (:class:`grader.replay.Guard`)."""
+        the read had masked-off elements without ``other=``, filled with an undefined value (the replay's Guard)."""
         if program != self.program:
             self.program, self.count = program, 0
             self.recent.clear()
