@@ -169,15 +169,16 @@ class Guard:
             in_order(self.lanes.load, ptrs, mask)
             # the builder gets None for a scalar's other=0 too (Triton tests the value's truth): tl.load says (load_call)
             given = getattr(self.load_call, "other", None)
-            poisoned = other is None and mask is not None and (ptrs.data.size > 1 or given is False)
+            poisoned = other is None and mask is not None and (ptrs.data.size > 1 or given is False) \
+                and not bool(self.np.all(mask.data))  # masked-off lanes that read what a GPU leaves undefined
             if poisoned:
                 other = poison(ptrs)
-                if self.unfilled is None and self.ranges and not bool(self.np.all(mask.data)):
+                if self.unfilled is None and self.ranges:
                     on = self.addresses(ptrs, mask)
                     on = on if on.size else self.addresses(ptrs, None)  # a scalar's one lane is the masked-off one
                     self.unfilled = self.tensor_near(int(on[0]))
             result = seen("aload" if atomic else "load", ptrs, load(ptrs, mask, other, cache_policy, is_volatile),
-                          poisoned and not bool(self.np.all(mask.data)))
+                          poisoned)
             touched(hot, True, False)
             return result
 
