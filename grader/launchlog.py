@@ -18,6 +18,7 @@ import threading
 import numpy as np
 import torch
 
+from . import patching
 from .buffers import dtype_name
 
 MAX_LAUNCHES = 64
@@ -185,16 +186,5 @@ def watched(log: Log, forbid: list[str]):
         except (ImportError, AttributeError):
             continue
         targets.append((owner, attr, forbidden(path)))
-    saved = []
-    try:
-        for owner, attr, new in targets:
-            saved.append((owner, attr, attr in vars(owner), getattr(owner, attr)))
-            setattr(owner, attr, new)
-        with _side_streams_delayed():
-            yield
-    finally:
-        for owner, attr, had_own, old in reversed(saved):
-            if had_own:
-                setattr(owner, attr, old)
-            else:
-                delattr(owner, attr)
+    with patching.patched(targets), _side_streams_delayed():
+        yield

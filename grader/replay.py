@@ -37,7 +37,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from . import interleave, lanes, ordering, spin
+from . import interleave, lanes, ordering, patching, spin
 
 LOG_CAP = 4 << 20
 SNAP_CAP = 256 << 20
@@ -103,12 +103,9 @@ class Guard:
 
         b = I.interpreter_builder
         semantic = I.interpreter_semantic
-        semantic_load, semantic_saved = semantic.load, semantic.__dict__.get("load")
+        semantic_load = semantic.load
         # tl.atomic_load / atomic_store / atomic_poll (Triton 3.9) go through create_masked_load/store (as_atomic)
         through = tuple(n for n in ("create_atomic_load", "create_atomic_store", "create_atomic_poll") if hasattr(b, n))
-        names = ("create_masked_load", "create_masked_store", "create_atomic_rmw", "create_atomic_cas", "set_grid_dim",
-                 "create_barrier") + through
-        saved = {n: b.__dict__.get(n) for n in names}
         load, store, rmw, cas = b.create_masked_load, b.create_masked_store, b.create_atomic_rmw, b.create_atomic_cas
         set_dim, barrier = b.set_grid_dim, b.create_barrier
         set_attr = I.TensorHandle.set_attr
@@ -259,26 +256,11 @@ class Guard:
             set_dim(nx, ny, nz)
             self._dims = (nx, ny, nz)
 
-        b.create_masked_load, b.create_masked_store = masked_load, masked_store
-        b.create_atomic_rmw, b.create_atomic_cas = atomic_rmw, atomic_cas
-        b.set_grid_dim, b.create_barrier = grid_dim, debug_barrier
-        for name in through:
-            setattr(b, name, as_atomic(name))
-        I.TensorHandle.set_attr = checked_set_attr
-        semantic.load = load_noting_other
-
-        def uninstall():
-            I.TensorHandle.set_attr = set_attr
-            if semantic_saved is None:
-                del semantic.load
-            else:
-                semantic.load = semantic_saved
-            for n, v in saved.items():
-                if v is None:
-                    b.__dict__.pop(n, None)
-                else:
-                    setattr(b, n, v)
-        return uninstall
+        return patching.patch([(b, "create_masked_load", masked_load), (b, "create_masked_store", masked_store),
+                               (b, "create_atomic_rmw", atomic_rmw), (b, "create_atomic_cas", atomic_cas),
+                               (b, "set_grid_dim", grid_dim), (b, "create_barrier", debug_barrier)]
+                              + [(b, name, as_atomic(name)) for name in through]
+                              + [(I.TensorHandle, "set_attr", checked_set_attr), (semantic, "load", load_noting_other)])
 
     def note(self, ptrs, mask, builder, verb: str, event: tuple) -> None:
         """Check the access, and remember it in :attr:`events` (``event``: kind, then sem and scope for an atomic)."""

@@ -11,7 +11,7 @@ Used by :mod:`grader.harness` (:func:`watch`, in the learner's kernel, where the
 """
 from __future__ import annotations
 
-import contextlib
+from . import patching
 
 SMALL = 128       # accesses of at most this many elements can be spin reads (a vector of flags, too)
 RECENT = 256      # a spin loop cycles through a few accesses: the memory of one program's recent ones
@@ -70,10 +70,9 @@ class InOrder:
                 "（GPU 也不保证它们在你等的时候运行，只等编号更小的）；读标志时 mask 关掉的元素有没有 other=")
 
 
-@contextlib.contextmanager
 def watch(where):
-    """While the body runs, every access of an interpreted launch goes through an :class:`InOrder`; ``where`` as
-    in :meth:`InOrder.seen`."""
+    """A ``with`` during whose body every access of an interpreted launch goes through an :class:`InOrder`;
+    ``where`` as in :meth:`InOrder.seen`."""
     from triton.runtime import interpreter as I
 
     b = I.interpreter_builder
@@ -86,20 +85,9 @@ def watch(where):
             result = original(*args, **kwargs)
             order.seen(tuple(int(v) for v in b.grid_idx), kind(args), args[ptr_at], result, where)
             return result
-        return name, run
+        return b, name, run
 
-    patches = dict([counted("create_masked_load", lambda a: "load", 0),
-                    counted("create_masked_store", lambda a: "store", 0),
-                    counted("create_atomic_rmw", lambda a: f"rmw{a[0]}", 1),
-                    counted("create_atomic_cas", lambda a: "cas", 0)])
-    saved = {n: b.__dict__.get(n) for n in patches}
-    for n, f in patches.items():
-        setattr(b, n, f)
-    try:
-        yield
-    finally:
-        for n, f in saved.items():
-            if f is None:
-                delattr(b, n)
-            else:
-                setattr(b, n, f)
+    return patching.patched([counted("create_masked_load", lambda a: "load", 0),
+                             counted("create_masked_store", lambda a: "store", 0),
+                             counted("create_atomic_rmw", lambda a: f"rmw{a[0]}", 1),
+                             counted("create_atomic_cas", lambda a: "cas", 0)])

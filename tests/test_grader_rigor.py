@@ -616,6 +616,51 @@ def test_a_wait_nothing_can_end_stops_at_once_in_order(monkeypatch):
         assert f"program (2, 0, 0) 连续 {spin.ENDLESS} 次读同样的位置（flags）" in run(1)
 
 
+def test_watching_a_launch_leaves_nothing_patched_behind():
+    """Every way the grader watches a launch puts back what it replaced: an attribute the object had is set again,
+    one it only inherited is deleted, and a patch that fails half-way undoes the half that was done."""
+    from triton.runtime import interpreter as I
+
+    import threading
+
+    import torch
+
+    from grader import launchlog, patching, spin
+    from grader.replay import Guard
+
+    class Base:
+        def m(self):
+            return "base"
+
+    class Sub(Base):
+        pass
+
+    holder = type("Holder", (), {"x": 1})
+    restore = patching.patch([(Sub, "m", lambda self: "patched"), (holder, "x", 2)])
+    assert Sub().m() == "patched" and holder.x == 2
+    restore()
+    assert "m" not in vars(Sub) and Sub().m() == "base" and holder.x == 1
+    with pytest.raises(TypeError):  # a built-in type refuses the second patch: the first is undone
+        patching.patch([(holder, "x", 3), (int, "x", 3)])
+    assert holder.x == 1
+
+    def owned():
+        import triton.runtime.jit as jit
+        objects = (I.interpreter_builder, I.interpreter_semantic, I.TensorHandle, jit.JITFunction, I.InterpretedFunction,
+                   torch)
+        return [{k: id(v) for k, v in vars(o).items()} for o in objects]
+
+    before = owned()
+    Guard().install()()
+    with spin.watch(lambda addr: "x"):
+        assert owned() != before
+    with launchlog.watched(launchlog.Log({}, threading.get_ident()), ["torch.add"]):
+        assert owned() != before
+        with pytest.raises(launchlog.ForbiddenOp):
+            torch.add(torch.ones(1), 1)
+    assert owned() == before
+
+
 def test_interleaved_launch_runs_a_look_back_chain_and_reports_a_lock_order_deadlock(monkeypatch):
     """grader.interleave: a program that spins on the flag of the program before it finishes once every started
     program spins (the lowest pending program starts, as a GPU dispatches it), over a grid far larger than the

@@ -49,6 +49,9 @@ def row_cumsum_spec(x: torch.Tensor) -> torch.Tensor:
 #   （之后读的前缀和不会早于标志）。写成 `sem="relaxed"`、或者用 `tl.load(flag, volatile=True)` 去等，GPU 上
 #   可能先看到标志、后看到前缀和，评分器会按内存顺序报错。
 #   交错运行时，在等的 program 会一直等到被等的那个写完，这种写法能通过；一行一个 program 的循环更简单。
+#   标志要是永远等不到（忘了置标志，或者等的是编号更大的 program：解释器按编号顺序一个一个跑，它还没开始），
+#   这个等待就不会结束。评分器不等到超时：同一个位置被连续读一万次、值一直不变，就报“等待不会结束”，
+#   并写出是哪个 program 在等、读的是哪个张量。
 # %% id=dr08-kernel role=solution
 # 【答案单元】评分时只读取这类单元的代码（按单元 id 匹配：不要删除这个单元，辅助代码也写在这里）
 @triton.jit
