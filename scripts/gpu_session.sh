@@ -204,7 +204,7 @@ for step in "${steps[@]}"; do
         -k "bf16_gpu or direct_launch or repeated or pinned or raw_launch or descriptor or pipelined or backward_gpu or plan or axpy or softmax" ;;
     kernel-tests-unreached)  # the GPU kernel tests neither kernel-tests nor kernel-tests-rest reaches in its time
       run kernel_tests_gpu_unreached timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \
-        -k "consumers_gluon_attention_gpu or lean_launch" ;;
+        -k "consumers_gluon_attention_gpu or lean_launch or before_hopper" ;;
     lean)  # session 22: the lean C launch against Triton's, bench.host with it on and off, the launch tests
       run probe_lean timeout 300 python3 scripts/probe_issue18.py lean
       run kernel_tests_gpu_lean timeout 260 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py \

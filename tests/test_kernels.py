@@ -603,3 +603,45 @@ def test_descriptor_kernels_stay_correct_on_the_raw_launch():
             qb = qb.t().contiguous().t()
             ref = (qa.double() * sa.double()) @ (qb.double() * sb.double())
             assert rel_err(fp8_matmul(qa, qb, sa, sb), ref) < 1e-2, (seed, dims)
+
+
+@gpu_only
+def test_a_gpu_before_hopper_gets_the_triton_kernels_and_the_same_results(monkeypatch):
+    """The kernels an Ampere or Ada GPU is dispatched to where Hopper takes a Gluon or TMA kernel (compiled here for
+    this GPU): with its capability read as (8, 0), each public entry point, at a size where Hopper takes its fastest
+    kernel, goes to its plain Triton kernel (no descriptors, no Gluon) and agrees with float64 within the tolerance
+    of the Hopper kernels, which are checked first."""
+    from tcourse.kernels import _launch, attention_bwd_kernels as ab, fp8_matmul as f8
+
+    a, b = randn(2048, 2048, dtype=torch.float16, seed=70), randn(2048, 2048, dtype=torch.float16, seed=71)
+    a1, b1 = a[:1024, :1024].contiguous(), b[:1024, :1024].contiguous()
+    q, k, v = (randn(4, 32, 1024, 64, dtype=torch.float16, seed=72 + i) for i in range(3))
+    bq, bk, bv, bdo = (randn(1, 2, 4096, 128, dtype=torch.float16, seed=75 + i) for i in range(4))
+    qa, sa = f8.quantize_e4m3(randn(1024, 512, seed=79))
+    qb, sb = f8.quantize_e4m3(randn(512, 768, seed=80))
+    qb = qb.t().contiguous().t()  # column-major B: torch._scaled_mm's layout, the one the FP8 TMA kernel takes
+    qd, kd, vd = (t.double().requires_grad_() for t in (bq, bk, bv))
+    grads = torch.autograd.grad(F.scaled_dot_product_attention(qd, kd, vd), (qd, kd, vd), bdo.double())
+    refs = {"matmul 2048^3": a.double() @ b.double(), "matmul 1024^3": a1.double() @ b1.double(),
+            "attention causal": F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True),
+            **{f"attention_bwd {n}": g for n, g in zip(("dq", "dk", "dv"), grads)},
+            "fp8_matmul": (qa.double() * sa.double()) @ (qb.double() * sb.double())}
+
+    def errors():
+        got = {"matmul 2048^3": K.matmul(a, b), "matmul 1024^3": K.matmul(a1, b1),
+               "attention causal": K.attention(q, k, v, causal=True),
+               **{f"attention_bwd {n}": g for n, g in zip(("dq", "dk", "dv"),
+                                                            ab.attention_bwd(bdo, bq, bk, bv, *ab.attention_fwd(bq, bk, bv)))},
+               "fp8_matmul": f8.fp8_matmul(qa, qb, sa, sb)}
+        return {name: rel_err(got[name], ref) for name, ref in refs.items()}
+
+    hopper = _launch.is_hopper(a)
+    assert matmul_kernels.tma_available(a) == attention_kernels.tma_available(q) == f8._tma_ready(qa, qb) == hopper
+    for stage in ("Hopper" if hopper else "as it is", "as capability 8.0"):
+        if stage == "as capability 8.0":
+            monkeypatch.setitem(_launch._CAPABILITY, a.get_device(), (8, 0))
+            assert not matmul_kernels.tma_available(a) and matmul_kernels._gluon_matmul(a1, b1) is None
+            assert not attention_kernels.tma_available(q) and not f8._tma_ready(qa, qb)
+            assert not ab._gluon_measured_faster(bq, False, None, None, False, None)
+        for name, err in errors().items():
+            assert err < 1e-2, (stage, name, err)
