@@ -610,7 +610,7 @@ def test_a_gpu_before_hopper_gets_the_triton_kernels_and_the_same_results(monkey
     """The kernels an Ampere or Ada GPU is dispatched to where Hopper takes a Gluon or TMA kernel (compiled here for
     this GPU): with its capability read as (8, 0), each public entry point, at a size where Hopper takes its fastest
     kernel, goes to its plain Triton kernel (no descriptors, no Gluon) and agrees with float64 within the tolerance
-    of the Hopper kernels, which are checked first."""
+    of the Hopper kernels, which are checked first, each through the kernel Hopper dispatches it to."""
     from tcourse.kernels import _launch, attention_bwd_kernels as ab, fp8_matmul as f8
 
     a, b = randn(2048, 2048, dtype=torch.float16, seed=70), randn(2048, 2048, dtype=torch.float16, seed=71)
@@ -635,6 +635,25 @@ def test_a_gpu_before_hopper_gets_the_triton_kernels_and_the_same_results(monkey
                "fp8_matmul": f8.fp8_matmul(qa, qb, sa, sb)}
         return {name: rel_err(got[name], ref) for name, ref in refs.items()}
 
+    entered = []  # the Hopper-only entry points each pass went through, in order
+
+    def spy(owner, attr, label):
+        """Record ``label`` at each call of ``owner.attr``; the label, or None where this Triton lacks the module."""
+        if owner is None:
+            return None
+        inner = getattr(owner, attr)
+
+        def recorded(*args, **kwargs):
+            entered.append(label)
+            return inner(*args, **kwargs)
+        monkeypatch.setattr(owner, attr, recorded)
+        return label
+
+    hopper_paths = {spy(matmul_kernels, "_tma", "persistent TMA matmul"),
+                    spy(_launch.gluon_module("gluon_matmul"), "launch_matmul", "Gluon matmul"),
+                    spy(_launch.gluon_module("gluon_attention_consumers"), "attention", "Gluon attention"),
+                    spy(_launch.gluon_module("gluon_attention_bwd"), "attention_bwd", "Gluon backward"),
+                    spy(f8, "fp8_matmul_tma", "FP8 TMA matmul")} - {None}
     hopper = _launch.is_hopper(a)
     assert matmul_kernels.tma_available(a) == attention_kernels.tma_available(q) == f8._tma_ready(qa, qb) == hopper
     for stage in ("Hopper" if hopper else "as it is", "as capability 8.0"):
@@ -643,5 +662,9 @@ def test_a_gpu_before_hopper_gets_the_triton_kernels_and_the_same_results(monkey
             assert not matmul_kernels.tma_available(a) and matmul_kernels._gluon_matmul(a1, b1) is None
             assert not attention_kernels.tma_available(q) and not f8._tma_ready(qa, qb)
             assert not ab._gluon_measured_faster(bq, False, None, None, False, None)
-        for name, err in errors().items():
+        entered.clear()
+        errs = errors()
+        # Hopper: each problem went through its fastest kernel (those this Triton has); before Hopper: none did
+        assert set(entered) == (hopper_paths if stage == "Hopper" else set()), (stage, entered)
+        for name, err in errs.items():
             assert err < 1e-2, (stage, name, err)
