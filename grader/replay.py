@@ -854,6 +854,10 @@ def main(root: str, device: str) -> int:
         os.environ["TRITON_INTERPRET"] = "1"
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     name_the_triton_install()
+    if device != "cuda":
+        from tcourse.runtime import skip_discarded_overflow_checks
+
+        skip_discarded_overflow_checks()  # as the learner's notebook does in tcourse.setup()
     plan = json.loads((rootp / "replay" / "plan.json").read_text(encoding="utf-8"))
     out = rootp / "replay" / "out"
     out.mkdir(exist_ok=True)

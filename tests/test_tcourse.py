@@ -40,6 +40,44 @@ def test_setup_switches_interpreter_on_before_triton_loads():
     assert "解释器下的 bf16 结果是错的" in r.stdout
 
 
+def test_setup_skips_only_the_overflow_checks_the_interpreter_throws_away():
+    """setup() switches the interpreter's int-overflow check off (tcourse.runtime.skip_discarded_overflow_checks):
+    results and errors stay as they were, and a Triton whose interpreter would keep the check is left alone."""
+    r = run_py("""
+        import dataclasses, tcourse
+        tcourse.setup(quiet=True)
+        import torch, triton, triton.language as tl
+        from triton.runtime import interpreter
+        from tcourse.runtime import skip_discarded_overflow_checks
+        b = interpreter.interpreter_builder
+        print("AFTER_SETUP", b.options.debug, b.options.sanitize_overflow)
+
+        @triton.jit
+        def scaled_index(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            v = tl.load(x_ptr + i, mask=i < n)
+            tl.store(out_ptr + i, v * 65536 + i * 40000, mask=i < n)   # int32: wraps past 2^31
+
+        x = torch.arange(40000, 40100, dtype=torch.int32)
+        outs = {}
+        for check in (False, True):
+            b.options = dataclasses.replace(b.options, sanitize_overflow=check)
+            out = torch.empty_like(x)
+            scaled_index[(4,)](x, out, x.numel(), BLOCK=32)
+            outs[check] = out
+        print("SAME", torch.equal(outs[False], outs[True]), int((outs[True] < 0).sum()))
+        b.options = dataclasses.replace(b.options, debug=True, sanitize_overflow=True)
+        print("KEPT", skip_discarded_overflow_checks(), b.options.sanitize_overflow)
+        b.options = dataclasses.replace(b.options, debug=False)
+        print("SKIPPED", skip_discarded_overflow_checks(), b.options.sanitize_overflow)
+    """)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split()
+    assert "SAME True" in r.stdout and int(lines[lines.index("SAME") + 2]) > 0, r.stdout  # it did overflow, silently
+    assert "AFTER_SETUP False False" in r.stdout, r.stdout
+    assert "KEPT False True" in r.stdout and "SKIPPED True False" in r.stdout, r.stdout
+
+
 def test_setup_warns_when_triton_was_imported_first():
     r = run_py("import triton, tcourse; tcourse.setup()")
     assert r.returncode == 0, r.stderr
