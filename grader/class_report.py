@@ -30,6 +30,7 @@ CAUSES = [
     ("exception in the student's code", ("error",), None),
     ("refused before running (policy)", ("failed",), "答案单元里有评分时不允许"),
     ("out-of-bounds write (tl.store without mask)", ("failed",), "越界写"),
+    ("read memory nothing wrote (output or torch.empty scratch)", ("failed",), "还没有定义的内存"),
     ("NaN left in the output (unwritten tail, grid too small, unmasked load)", ("failed",), "NaN"),
     ("outside tolerance", ("failed",), "超出容差"),
     ("overflow / inf", ("failed",), "溢出"),

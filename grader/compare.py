@@ -313,6 +313,11 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
     if rec.get("unwritten"):
         return mk("failed", f"{where}：kernel 没有改动输出 {str(rec['unwritten'])[:40]}：它还是包装函数在第一次 launch 之前"
                             "填进去的那个值。结果要由 kernel 算出来写进输出。")
+    if rec.get("undefined_read"):
+        return mk("failed", f"{where}：kernel 读了还没有定义的内存 —— {str(rec['undefined_read'])[:300]}。包装函数没有填过的输出、"
+                            "torch.empty 分配的临时张量，在 kernel 写它们之前内容没有定义：GPU 上可能是上一次留下的任何值"
+                            "（评分器平时填 NaN，这次重放换成了随机字节）。先写后读；需要初始值（累加用 0、求最大值用 -inf）"
+                            "就在 kernel 里用 tl.zeros/tl.full 从寄存器开始，或者在包装函数里 out.zero_()/fill_()、torch.zeros(...)。")
     if rec.get("race"):
         return mk("failed", f"{where}：数据竞争 —— {str(rec['race'])[:300]}。在 GPU 上一次 launch 的 program 同时运行、没有先后顺序："
                             "每个元素只能由一个 program 写；要合并多个 program 的结果，用 tl.atomic_add 等原子操作，或者分两次 launch。"

@@ -95,6 +95,8 @@ class Guard:
         self.hot = None         # the steered launch's shared addresses (set by interleave.launch)
         self.lanes = lanes.Lanes()  # in order only: elements of one program passing values without a barrier
         self.in_order = spin.InOrder()  # in order only: a program's spin reads (a new one for each launch)
+        self.undefined: list = []  # in order only: (lo, hi, written bytes) of memory nothing wrote before the run
+        self.undefined_read: str | None = None  # the first read of a byte there that no write had covered yet
         self._dims = (1, 1, 1)
 
     def install(self):
@@ -269,7 +271,27 @@ class Guard:
             addrs = self.addresses(ptrs, mask)
             if addrs.size:
                 kind, *names = event
+                if self.undefined:
+                    self.note_defined(addrs, kind, max(1, ptrs.get_element_ty().primitive_bitwidth // 8), builder)
                 self.events.append((kind, addrs, self.linear(builder.grid_idx), *(names or (None, None))))
+
+    def note_defined(self, addrs, kind: str, size: int, builder) -> None:
+        """In :attr:`undefined` memory, the bytes a write covers become defined; a read (an atomic reads too) of a
+        byte that no write has covered yet is noted in :attr:`undefined_read` (the first one only)."""
+        np = self.np
+        a = addrs.astype(np.int64)
+        for lo, hi, written in self.undefined:
+            at = a[(a >= lo) & (a < hi)] - lo
+            if not at.size:
+                continue
+            if kind != "w" and kind != "aw" and self.undefined_read is None:
+                unread = at[~written[at]]
+                if unread.size:
+                    pid = tuple(int(v) for v in builder.grid_idx)
+                    self.undefined_read = f"program {pid} 读取了 {self.label(lo + int(unread[0]))}"
+            if kind in ("w", "aw", "arw"):
+                span = (at[:, None] + np.arange(size)).ravel()
+                written[span[span < hi - lo]] = True
 
     def linear(self, program) -> int:
         """A program's (x, y, z) as one number, x slowest, in the launch's grid."""
@@ -573,17 +595,19 @@ class Replayer:
         return [(self.kernels[e["kernel"]], tuple(e["grid"]), [self.decode(a, bufs) for a in e["args"]],
                  {k: self.decode(v, bufs) for k, v in e["kwargs"].items()}) for e in launches]
 
-    def run_launches(self, launches, bufs, spans, interleave_seed=None, steer=None) -> None:
+    def run_launches(self, launches, bufs, spans, interleave_seed=None, steer=None, undefined=()) -> None:
         """The logged launches in order; with a seed (interpreter only), each launch's programs interleaved
         (:mod:`grader.interleave`), with ``steer`` ("steered" or "reversed") steered at the addresses the in-order
-        run found shared."""
+        run found shared. ``undefined``: the (lo, hi) address ranges whose contents nothing defined before the
+        run (in order, interpreter only: the first read there before a write is noted, :meth:`Guard.note_defined`)."""
         rng = None
         if self.guard is not None:
             self.guard.ranges = list(spans.values()) + [
                 (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes(), k.replace("scratch:", "scratch"), 1)
                 for k, t in bufs.items() if k.startswith("scratch:")]
             self.guard.first, self.guard.events = None, []
-            self.guard.unfilled = self.guard.false_hint = None
+            self.guard.unfilled = self.guard.false_hint = self.guard.undefined_read = None
+            self.guard.undefined = [(lo, hi, self.np.zeros(hi - lo, dtype=bool)) for lo, hi in undefined]
             self.guard.launch_no = 0
             self.guard.saw_atomics = False
             self.guard.lanes.take()
@@ -611,7 +635,7 @@ class Replayer:
                 self.torch.cuda.synchronize()
         finally:
             if self.guard is not None:  # checks apply to the replay only (the self-check runs the learner's call too)
-                self.guard.ranges = []
+                self.guard.ranges, self.guard.undefined = [], []
 
     def tensor_case(self, case: dict) -> dict:
         cid = case["id"]
@@ -639,6 +663,9 @@ class Replayer:
                 rec["compile_error"] = err
                 return rec
         initial = {k: b.clone() for k, b in bufs.items()}
+        undefined = [spans[k][:2] for k in views if k.startswith("out:") and k not in host_fill] + [
+            (t.data_ptr(), t.data_ptr() + t.numel()) for k, t in bufs.items()
+            if k.startswith("scratch:") and k not in refilled and _never_written(self.buffers.to_numpy(t))]
         rec["interleaved"] = []  # the rounds with programs interleaved that ran (and passed the checks)
         rec["too_many_programs"] = _over_program_cap(case, launches)
         if rec["too_many_programs"]:
@@ -654,7 +681,7 @@ class Replayer:
                 b.copy_(initial[k])
             try:
                 self.run_launches(launches, bufs, spans, None if tag == "fresh" else case["order_seed"],
-                                  tag if tag in ("steered", "reversed") else None)
+                                  tag if tag in ("steered", "reversed") else None, undefined if tag == "fresh" else ())
             except DataRace as e:
                 rec["race"] = str(e)
                 return rec
@@ -692,6 +719,11 @@ class Replayer:
                     now = self.buffers.to_numpy(bufs[k])
                     if not ((arr == now) | (self.np.isnan(arr) & self.np.isnan(now))).all():
                         rec["inputs_changed"].append(k.split(":", 1)[1])
+                if undefined and (self.guard.undefined_read if self.guard is not None else self.atomic_free()):
+                    rec["undefined_read"] = self.undefined_matters(launches, bufs, spans, initial, undefined, views,
+                                                                   case.get("order_seed"))
+                    if rec["undefined_read"]:
+                        return rec
             if tag != "fresh":
                 rec["interleaved"].append(tag)
             if self.on_round:
@@ -702,6 +734,36 @@ class Replayer:
                 rec["order_free"] = True
                 break
         return rec
+
+    def atomic_free(self) -> bool:
+        """Whether the learner's kernels make no atomic access (their module names none). A GPU replay cannot see
+        reads; without atomics, two runs of the same launches on the same bytes give the same bits there."""
+        path = self.root / "replay" / "kernels.py"
+        return path.exists() and "atomic_" not in path.read_text(encoding="utf-8")
+
+    def undefined_matters(self, launches, bufs, spans, initial, undefined, views, seed) -> str | None:
+        """After an in-order run that read memory nothing had defined (an output the wrapper did not fill, a scratch
+        buffer straight from ``torch.empty``) before writing it (on a GPU: after any run of atomic-free launches):
+        the same launches again, with random bytes there, as a GPU's memory may hold. Returns what was read (the
+        first such read, where the interpreter saw it), where an output (or the run itself) changed."""
+        torch = self.torch
+        first = f"{self.guard.undefined_read}；这块内存" if self.guard is not None else "没有填过的输出和 torch.empty 的临时张量"
+        outs = {k: _bits(v).clone() for k, v in views.items() if k.startswith("out:")}
+        rng = self.np.random.default_rng(seed)
+        for k, b in bufs.items():
+            b.copy_(initial[k])
+            raw = torch.empty(0, dtype=torch.uint8, device=b.device).set_(b.untyped_storage())
+            base = raw.data_ptr()
+            for lo, hi in undefined:
+                if base <= lo and hi <= base + raw.numel():
+                    raw[lo - base:hi - base] = torch.from_numpy(rng.integers(0, 256, hi - lo, dtype=self.np.uint8)
+                                                                ).to(raw.device)
+        try:
+            self.run_launches(launches, bufs, spans)
+        except Exception as e:
+            return f"{first}换成随机字节后，同样的 launch 重放时出错了：{_error_text(e)[:160]}"
+        changed = [k.split(":", 1)[1] for k, bits in outs.items() if not bool((_bits(views[k]) == bits).all())]
+        return f"{first}换成随机字节后重放，{'、'.join(changed)} 的值变了" if changed else None
 
     def perf_case(self, case: dict, solution_src: str) -> dict:
         """Time the replayed launches against the exercise's solution, interleaved (GPU only)."""
@@ -808,6 +870,20 @@ def _perf_mismatch(outs: dict, expected: dict) -> str | None:
             bad = int((~ok).sum())
             return f"{k} 有 {bad}/{ok.numel()} 个元素和参考解不同"
     return None
+
+
+# what torch.empty leaves in a float tensor in the learner's run (fill_uninitialized_memory: NaN), per dtype width
+NAN_BYTES = (b"\x00\x00\xc0\x7f", b"\x00\x7e", b"\xc0\x7f", b"\x00\x00\x00\x00\x00\x00\xf8\x7f")
+
+
+def _never_written(raw) -> bool:
+    """Whether a scratch buffer's bytes at its first launch are NaN throughout, as ``torch.empty`` left them in the
+    learner's run (grader.harness). Integer buffers are not judged: a wrapper may fill them with their largest
+    value on purpose (the identity of a minimum), and that is also what ``torch.empty`` leaves there."""
+    import numpy as np
+
+    return any(raw.size and raw.size % len(p) == 0 and bool((raw.reshape(-1, len(p)) == np.frombuffer(p, np.uint8)).all())
+               for p in NAN_BYTES)
 
 
 def _bits(t):

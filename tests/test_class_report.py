@@ -69,6 +69,9 @@ def test_causes():
     assert class_report.cause(msg["nan"]).startswith("NaN left")
     assert class_report.cause(msg["tol"]) == "outside tolerance"
     assert class_report.cause({"status": "error", "message": "还没有实现：NotImplementedError"}).startswith("stub")
+    undefined = ("out (7,), float32：kernel 读了还没有定义的内存 —— program (0, 0, 0) 读取了 out[0]；这块内存换成随机字节后"
+                 "重放，out 的值变了。……（评分器平时填 NaN，这次重放换成了随机字节）")  # NaN and 重放 are in it too
+    assert class_report.cause({"status": "failed", "message": undefined}).startswith("read memory nothing wrote")
     # an unknown message groups with its look-alikes: numbers do not split a group
     a = class_report.cause({"status": "failed", "message": "奇怪的 12 个结果"})
     assert a == class_report.cause({"status": "failed", "message": "奇怪的 7 个结果"}) == "other: 奇怪的 # 个结果"

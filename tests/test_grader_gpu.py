@@ -18,10 +18,15 @@ the return (on the current stream) misses what lands later.
 A submission that launches only part of the work on the timing shape (n = 2^24: the first 2^22
 elements) passes every correctness case and gets no performance points: the replay compares the
 timed launches' outputs with the solution's before timing them.
+
+A kernel whose result depends on memory nothing wrote before it (its own output, read first; a scratch
+tensor straight from ``torch.empty``) fails on the GPU as on the CPU; one that reads its output and drops
+the value passes.
 """
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,6 +35,9 @@ import torch
 from grader import grade
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "fixtures" / "adversarial"))
+from table import FIXTURES  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 IMA = [("def axpy_kernel(x_ptr, y_ptr, out_ptr, a, n, BLOCK_SIZE: tl.constexpr):",
@@ -105,3 +113,17 @@ def test_timed_launches_that_skip_work_get_no_performance_points(tmp_path):
     assert all(t.status == "passed" for t in rest), [(t.name, t.status, t.message[:200]) for t in rest if t.status != "passed"]
     assert perf and all(t.status == "failed" and t.points == 0 for t in perf), [(t.name, t.status, t.message[:200]) for t in perf]
     assert all("计时用的调用" in t.message and "out" in t.message for t in perf), [t.message[:200] for t in perf]
+
+
+def test_reads_of_memory_nothing_wrote_fail_where_the_result_depends_on_them(tmp_path):
+    # the CPU replay finds the read itself (tests/fixtures/adversarial/table.py); a GPU replay cannot see reads, so it
+    # runs atomic-free launches a second time with random bytes in the memory nothing defined and compares
+    for seed, name in enumerate(("reads-its-own-output-first", "reads-scratch-from-empty-first"), 16):
+        got = grade.grade(_variant(tmp_path, FIXTURES[name]["edit"], name), "cuda", cell_timeout=60, seed=seed)
+        correctness = [t for t in got.tests if not t.name.startswith("性能")]
+        assert correctness and all(t.status == "failed" and "还没有定义" in t.message for t in correctness), \
+            (name, [(t.name, t.status, t.message[:200]) for t in correctness])
+    kept = grade.grade(_variant(tmp_path, FIXTURES["reads-its-output-and-drops-it"]["edit"], "drops"), "cuda",
+                       cell_timeout=60, seed=18)
+    assert all(t.status == "passed" for t in kept.tests if not t.name.startswith("性能")), \
+        [(t.name, t.status, t.message[:200]) for t in kept.tests if t.status != "passed"]
