@@ -14,7 +14,9 @@ went wrong.
 """
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -103,6 +105,12 @@ def _endless_message(where: str, text: str) -> str:
     return f"{where}：等待不会结束 —— {str(text)[:700]}。"
 
 
+# A reference that runs a Triton kernel in the grader's process (ex09's RNG): Triton's interpreter patches
+# triton.language for the length of each launch and puts it back after, so two threads grading at once
+# (grade --workers N) undid each other's patches ("_semantic argument must be provided").
+TRITON_REFERENCE = threading.Lock()
+
+
 def reference(ex: Exercise, pc: PlannedCase, inputs: dict, device: str = "cpu"):
     """The reference outputs (float64 numpy arrays, one per output) for this case's inputs."""
     case = pc.case
@@ -112,7 +120,8 @@ def reference(ex: Exercise, pc: PlannedCase, inputs: dict, device: str = "cpu"):
     fn = case.reference or ex.reference
     if ex.reference_on_device and device == "cuda":  # a spec that calls a Triton kernel (the RNG of ex09)
         values = {k: v.cuda() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
-    ref = fn(*[values[n] for n in case.call], **{n: values[n] for n in case.kwargs if _takes(fn, n)})
+    with TRITON_REFERENCE if ex.reference_on_device else contextlib.nullcontext():
+        ref = fn(*[values[n] for n in case.call], **{n: values[n] for n in case.kwargs if _takes(fn, n)})
     refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
     return [torch.as_tensor(r).detach().double().cpu().reshape(o.shape).numpy() for r, o in zip(refs, case.outputs)]
 

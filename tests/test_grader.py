@@ -355,3 +355,37 @@ def test_gpu_plan_holds_exact_bf16_inputs(tmp_path):
 def test_device_cuda_without_gpu_exits_2(capsys):
     assert cli.main(["check", str(REPO / "solutions" / "ex01_axpy.ipynb"), "--device", "cuda"]) == 2
     assert "torch.cuda.is_available() is False" in capsys.readouterr().err
+
+
+THREADED_REFERENCE = """
+import random, threading
+import numpy as np
+from grader import compare, registry
+from grader.plan import make_plan
+ex = registry.get("ex09_dropout")
+planned = [pc for pc in make_plan(ex, ex.cases_for("cpu", 5), 5, WORK, "cpu") if pc.case.mode == "tensor"][:4]
+want = [compare.reference(ex, pc, pc.fresh)[0] for pc in planned]
+errors, wrong = [], []
+def work(k):
+    try:
+        for _ in range(6):
+            for pc, w in zip(planned, want):
+                if not np.array_equal(compare.reference(ex, pc, pc.fresh)[0], w):
+                    wrong.append(pc.case.name)
+    except Exception as e:
+        errors.append(repr(e)[:200])
+threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(len(errors), len(wrong), errors[:1])
+"""
+
+
+def test_a_reference_that_runs_a_triton_kernel_is_right_from_threads_at_once(tmp_path):
+    """grade --workers N grades in threads of one process, and ex09's reference runs a Triton kernel there (its RNG).
+    The interpreter patches triton.language for each launch and undoes it after; before the lock in
+    grader.compare, two threads' launches undid each other's patches and the case was a grader error."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    code = f"WORK = __import__('pathlib').Path({str(tmp_path)!r})\n" + THREADED_REFERENCE
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.split()[:2] == ["0", "0"], (out.stdout[-500:], out.stderr[-1500:])
