@@ -151,7 +151,7 @@ def check_output(buf: np.ndarray, ref: np.ndarray, spec, dtype: str, tol, where:
     hit = int(np.count_nonzero(lo != sentinel)) + int(np.count_nonzero(hi != sentinel))
     if hit:
         return (f"{where}：越界写 —— {spec.name} 前后的保护区被写了 {hit} 个元素。通常是 tl.store 少了 mask"
-                f"（最后一个块超出了张量）。{hint}")
+                f"（最后一个块超出了张量），或者 mask 放过了越界的元素（例如 offs <= n，应为 offs < n）。{hint}")
     if dtype not in FLOAT_DTYPES:
         wrong = out != ref
         if wrong.any():
@@ -313,8 +313,10 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
     if rec.get("too_many_programs"):
         return mk("failed", f"{where}：{_too_many_programs(rec['too_many_programs'], case)}")
     if rec.get("oob"):
-        return mk("failed", f"{where}：越界访问 —— {str(rec['oob'])[:300]}。即使这个值后来在 store 时被 mask 掉，"
-                            f"load 也必须带 mask（mask=offs < n）。{case.hint}")
+        return mk("failed", f"{where}：越界访问 —— {str(rec['oob'])[:300]}。越界的元素要由 mask 关掉：即使这个值后来在 store 时"
+                            "被 mask 掉，load 也必须带 mask（mask=offs < n）；带了 mask 还越界，就是条件放过了越界的元素"
+                            "（例如 offs <= n），或者地址算错了（从传进来的指针出发，按下标和 stride 算；host 上用 data_ptr() "
+                            f"算好的地址，换了输入就不对了）。{case.hint}")
     if rec.get("host_values"):
         return mk("failed", f"{where}：第一次 launch 之前，包装函数已经在输出 {str(rec['host_values'])[:40]} 里写了各不相同的值"
                             "（不是 zero_() 或 fill_() 那样全部填成同一个值）：结果（至少一部分）是在 host 上算的。"
