@@ -758,10 +758,14 @@ class Replayer:
                 if base <= lo and hi <= base + raw.numel():
                     raw[lo - base:hi - base] = torch.from_numpy(rng.integers(0, 256, hi - lo, dtype=self.np.uint8)
                                                                 ).to(raw.device)
+        kept = (self.guard.shared, self.guard.saw_atomics) if self.guard is not None else None
         try:
             self.run_launches(launches, bufs, spans)
         except Exception as e:
             return f"{first}换成随机字节后，同样的 launch 重放时出错了：{_error_text(e)[:160]}"
+        finally:  # what the interleaved rounds go by stays the in-order run's, not this one's
+            if kept is not None:
+                self.guard.shared, self.guard.saw_atomics = kept
         changed = [k.split(":", 1)[1] for k, bits in outs.items() if not bool((_bits(views[k]) == bits).all())]
         return f"{first}换成随机字节后重放，{'、'.join(changed)} 的值变了" if changed else None
 

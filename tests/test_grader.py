@@ -358,7 +358,7 @@ def test_device_cuda_without_gpu_exits_2(capsys):
 
 
 THREADED_REFERENCE = """
-import random, threading
+import threading
 import numpy as np
 from grader import compare, registry
 from grader.plan import make_plan
@@ -366,7 +366,7 @@ ex = registry.get("ex09_dropout")
 planned = [pc for pc in make_plan(ex, ex.cases_for("cpu", 5), 5, WORK, "cpu") if pc.case.mode == "tensor"][:4]
 want = [compare.reference(ex, pc, pc.fresh)[0] for pc in planned]
 errors, wrong = [], []
-def work(k):
+def work():
     try:
         for _ in range(6):
             for pc, w in zip(planned, want):
@@ -374,7 +374,7 @@ def work(k):
                     wrong.append(pc.case.name)
     except Exception as e:
         errors.append(repr(e)[:200])
-threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+threads = [threading.Thread(target=work) for _ in range(4)]
 [t.start() for t in threads]
 [t.join() for t in threads]
 print(len(errors), len(wrong), errors[:1])
