@@ -20,7 +20,8 @@ setup() {  # $1: extra requirement files
   local stamp="$VENV/.tcourse-stamp" want base
   want=$(cat requirements.txt requirements-lock.txt "$@" | sha256sum | cut -c1-16)
   base=$(cat requirements.txt requirements-lock.txt | sha256sum | cut -c1-16)
-  if [[ -f $stamp ]] && grep -qx "$want" "$stamp"; then return; fi
+  # a clone moved or copied elsewhere keeps its .venv: the link follows the folder this command runs in
+  if [[ -f $stamp ]] && grep -qx "$want" "$stamp"; then link_repo "$VENV/bin/python"; return; fi
   "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { echo "Python >= 3.10 needed (found $("$PY" -V))"; exit 1; }
   [[ -x $VENV/bin/python ]] || "$PY" -m venv "$VENV"
   local reqs=(-r requirements.txt) f
@@ -38,10 +39,11 @@ case "${1:-}" in
     root=(); [[ $(id -u) == 0 ]] && root=(--allow-root)  # containers and cloud GPU boxes often run as root
     # The course's JupyterLab settings (no news pop-up, no update check), namespaced in overrides.d.
     install -D -m 644 jupyter/overrides.json "$VENV/share/jupyter/lab/settings/overrides.d/triton-course.json"
-    export PATH="$PWD/$VENV/bin:$PATH" VIRTUAL_ENV="$PWD/$VENV"  # JupyterLab's terminals use the course's python
+    venv=$(cd "$VENV" && pwd)  # VENV may be given relative or absolute
+    export PATH="$venv/bin:$PATH" VIRTUAL_ENV="$venv"  # JupyterLab's terminals use the course's python
     # Rooted at the repository (chapters link ../diagrams, ../exercises), opening chapter 0; notebooks
     # open unmodified (tcourse/labserver.py).
-    exec "$VENV/bin/jupyter" lab "${root[@]}" --ServerApp.root_dir="$PWD" \
+    exec "$VENV/bin/python" -m jupyterlab "${root[@]}" --ServerApp.root_dir="$PWD" \
       --ServerApp.contents_manager_class=tcourse.labserver.CourseContentsManager \
       --LabApp.default_url=/lab/tree/notebooks/00_roadmap_and_setup.ipynb "${@:2}" ;;
   test)

@@ -123,3 +123,29 @@ def test_saving_writes_the_normalized_language_info(tmp_path):
     assert saved["metadata"]["language_info"] == nbtools.LANGUAGE_INFO
     opened = asyncio.run(cm.get("x.ipynb"))
     assert opened["content"]["metadata"]["language_info"] == kernel_language_info()
+
+
+def test_a_moved_clone_imports_tcourse_from_its_new_folder(tmp_path):
+    """A clone copied or moved elsewhere keeps its .venv, whose link to the repository (``import tcourse`` in the
+    lab's kernels) must follow the folder ``course.sh`` now runs in, not the one the venv was made in."""
+    import hashlib
+
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    reqs = ["requirements.txt", "requirements-lock.txt", "requirements-dev.txt"]
+    for f in ["course.sh"] + reqs:
+        (moved / f).write_bytes((ROOT / f).read_bytes())
+    venv = moved / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    stamp = [hashlib.sha256(b"".join((moved / f).read_bytes() for f in names)).hexdigest()[:16]
+             for names in (reqs, reqs[:2])]
+    (venv / ".tcourse-stamp").write_text("\n".join(stamp) + "\n")  # set up already: pip is not run again
+    purelib = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    link = Path(purelib) / "triton-course.pth"
+    link.write_text("/where/the/clone/was\n")
+    env = {k: v for k, v in os.environ.items() if k != "VENV"}
+    r = subprocess.run(["bash", str(moved / "course.sh"), "test", "--version"], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert "No module named pytest" in r.stderr, r.stderr  # it got past setup to the venv's python
+    assert link.read_text() == f"{moved}\n"
