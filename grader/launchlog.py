@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import threading
 
 import numpy as np
@@ -173,18 +174,20 @@ def watched(log: Log, forbid: list[str]):
             return orig(self, *args, grid=grid, warmup=warmup, **kwargs)
         return run
 
-    def forbidden(name):
+    def forbidden(name, original):
         def op(*args, **kwargs):
             log.forbidden = name
             raise ForbiddenOp(f"{name} is not allowed here: compute the result in your Triton kernel")
-        return op
+        # an attribute such as Tensor.T or Tensor.mT raises when it is read, as a method does when it is called
+        return property(op) if hasattr(type(original), "__set__") else op
 
     targets = [(c, "run", recording(c.run)) for c in classes]
     for path in forbid:
         try:
             owner, attr = _resolve(path)
+            original = inspect.getattr_static(owner, attr)
         except (ImportError, AttributeError):
             continue
-        targets.append((owner, attr, forbidden(path)))
+        targets.append((owner, attr, forbidden(path, original)))
     with patching.patched(targets), _side_streams_delayed():
         yield

@@ -654,11 +654,13 @@ def test_watching_a_launch_leaves_nothing_patched_behind():
     Guard().install()()
     with spin.watch(lambda addr: "x"):
         assert owned() != before
-    with launchlog.watched(launchlog.Log({}, threading.get_ident()), ["torch.add"]):
+    with launchlog.watched(launchlog.Log({}, threading.get_ident()), ["torch.add", "torch.Tensor.T"]):
         assert owned() != before
         with pytest.raises(launchlog.ForbiddenOp):
             torch.add(torch.ones(1), 1)
-    assert owned() == before
+        with pytest.raises(launchlog.ForbiddenOp):  # an attribute, not a method: reading it raises
+            torch.ones(2, 3).T
+    assert owned() == before and torch.ones(2, 3).T.shape == (3, 2)
 
 
 def test_interleaved_launch_runs_a_look_back_chain_and_reports_a_lock_order_deadlock(monkeypatch):

@@ -15,7 +15,8 @@
 #
 # **规则**（评分器会检查）
 #
-# - 结果由你的 Triton kernel 算出来并写进 `out`；`y.t()`、`y.T`、`.contiguous()` 和 torch 的加法记 0 分。
+# - 结果由你的 Triton kernel 算出来并写进 `out`；在包装函数里转置 `y`（`y.t()`、`y.T`、`y.mT`、`transpose`、`permute`、
+#   `swapdims`、`movedim`、`as_strided` 等）、`.contiguous()` 和 torch 的加法记 0 分。
 # - `BLOCK_M` 和 `BLOCK_N` 默认不相等：形状搞错时 Triton 会直接报形状不匹配，而不是悄悄算错。
 # - `y` 可能行间有空隙，也可能本身是转置视图：用 `y` 的 stride。`x` 和 `out` 也一样不一定连续，
 #   都用它们自己的 stride；测试还会传入别的 `BLOCK_M`、`BLOCK_N`。
@@ -118,5 +119,10 @@ def cases(device, rng):
 EXERCISE = Exercise(title="基本功 6：在寄存器里转置一个 tile（tl.trans）", func="add_transposed",
                     reference=add_transposed_spec, cases=cases,
                     tolerances={"float32": (1e-6, 1e-6), "float16": (2e-3, 2e-3), "bfloat16": (2e-2, 1e-2)},
-                    forbid=("torch.add", "torch.Tensor.add", "torch.Tensor.__add__", "torch.Tensor.t",
-                            "torch.t", "torch.transpose", "torch.Tensor.transpose", "torch.Tensor.contiguous"))
+                    # the add, a copy, and every torch way to a transposed view of y (the kernel reads y by its strides)
+                    forbid=("torch.add", "torch.Tensor.add", "torch.Tensor.__add__", "torch.Tensor.contiguous",
+                            *(f"torch.{op}" for op in ("t", "transpose", "permute", "swapdims", "swapaxes", "movedim",
+                                                      "moveaxis", "adjoint", "as_strided")),
+                            *(f"torch.Tensor.{op}" for op in ("t", "transpose", "permute", "swapdims", "swapaxes",
+                                                             "movedim", "moveaxis", "adjoint", "as_strided", "T", "mT",
+                                                             "H", "mH"))))
