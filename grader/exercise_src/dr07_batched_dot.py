@@ -2,7 +2,9 @@
 # # 基本功 7：小矩阵的批量乘法（`tl.dot`，三个方向都要 mask）
 #
 # `tl.dot(a, b)` 把一个 `(BLOCK_M, BLOCK_K)` 块乘一个 `(BLOCK_K, BLOCK_N)` 块，在 GPU 上用 Tensor Core。
-# 三个块大小都要是 2 的幂、至少 16，所以矩阵的真实大小 `M`、`N`、`K` 不是 2 的幂时，三个方向都有多出来的部分：
+# 三个块大小都要是 2 的幂（`tl.arange` 的要求）；`BLOCK_K` 还有下限：float16 输入至少 16，float32 在 Triton 3.9 上至少 8
+# （`M`、`N` 方向 Triton 允许小到 1 的块，内部会补齐；本题三个块统一取至少 16，写法简单）。
+# 所以矩阵的真实大小 `M`、`N`、`K` 不是 2 的幂时，三个方向都有多出来的部分：
 # `M`、`N` 方向多出来的结果不能写回，`K` 方向多出来的部分必须读成 0，否则会被乘进结果里。
 # 第 4 章的 matmul 在这个基础上再加两件事：`out` 切成很多 tile，K 方向循环。
 #
@@ -16,7 +18,7 @@
 # **规则**（评分器会检查）
 #
 # - 结果由你的 Triton kernel 算出来并写进 `out`；`torch.bmm`、`@`、`torch.matmul` 记 0 分。
-# - 测试的 `M`、`N`、`K` 从 1 到 64 都有（包括 17、33、63 这种刚过 2 的幂的）；float32 和 float16，累加用 float32。
+# - 测试的 `M`、`N`、`K` 从 1 到 64 都有（包括 17、33 这种刚过 2 的幂的和 63 这种差一点到的）；float32 和 float16，累加用 float32。
 # - `a`、`b`、`out` 不一定连续：批次之间、行之间可能有空隙，`a` 或 `b` 也可能是最后两维交换过的视图
 #   （`.transpose(1, 2)`）。9 个 stride 都要用上。
 # %% id=dr07-setup role=setup
@@ -89,7 +91,7 @@ selfcheck.check("dr07_batched_dot", globals())
 # %% id=dr07-grading role=grading
 from grader.spec import Case, Exercise, Tensor, sizes
 
-TAIL = "M、N、K 不是 2 的幂：a 块按 M、K mask，b 块按 K、N mask（都 other=0.0），写回按 M、N mask。"
+TAIL = "M、N、K 有的比块小（块是至少 16 的 2 的幂）：a 块按 M、K mask，b 块按 K、N mask（都 other=0.0），写回按 M、N mask。"
 BLOCKS = "有的维度超过 32：块大小按维度选，max(16, triton.next_power_of_2(d))，不要写死。"
 BATCH = "批次之间有空隙：批次 i 的起点是 i * a.stride(0)（b、out 同理）：用 stride，不要用 M * K。"
 STRIDE = "不是连续的张量：行内、行间、批次之间的距离各用各的 stride（a 的三个、b 的三个、out 的三个），不要假设哪一个是 1。"

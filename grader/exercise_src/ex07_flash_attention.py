@@ -11,7 +11,7 @@
 # **要做的事**：`attention_kernel` 和 `attention(q, k, v, causal=False, sm_scale=None, out=None, BLOCK_M=16, BLOCK_N=16)`。
 #
 # **规则**：结果由 Triton kernel 算（`torch.softmax`、`torch.matmul`、`scaled_dot_product_attention` 等记 0 分）；写进 `out` 并返回。
-# `D` 是 16、32 或 64（`tl.dot` 要求每维至少 16）。测试包括 S=1、17、65、每次重新抽取的 129–320（GPU 上还有 S=100 的 bfloat16），causal 与否，float16，以及很大的 q；
+# `D` 是 16、32 或 64（16 位输入的 `tl.dot` 要求 K 维至少 16：`q @ kᵀ` 的 K 是 `D`，`p @ v` 的 K 是 `BLOCK_N`）。测试包括 S=1、17、65、每次重新抽取的 129–320（GPU 上还有 S=100 的 bfloat16），causal 与否，float16，以及很大的 q；
 # 测试也会传入 `sm_scale`（用传进来的值，不要自己算 `D ** -0.5`），以及不同的 `BLOCK_M`/`BLOCK_N`
 # （两者可以不相等，比如 `BLOCK_M=32, BLOCK_N=16`）。
 # %% id=ex07-setup role=setup
