@@ -152,12 +152,15 @@ def sizes(rng: random.Random, lo: int, hi: int, k: int = 1, avoid: tuple[int, ..
     return out
 
 
-def near_multiples(rng: random.Random, bases=(64, 128, 256, 1024), k: int = 2, scale: tuple[int, int] = (1, 4)):
-    """``k`` sizes that are a multiple of one of ``bases`` or one off it (m*b - 1, m*b, m*b + 1)."""
+def near_multiples(rng: random.Random, bases=(64, 128, 256, 1024), k: int = 2, scale: tuple[int, int] = (1, 4),
+                   offsets: tuple[int, ...] = (-1, 0, 1), above: int = 0):
+    """``k`` sizes that are a multiple of one of ``bases`` or one off it (m*b - 1, m*b, m*b + 1), each larger than
+    ``above``. ``offsets=(-1, 1)`` for a case about a tail (never a multiple), ``above`` for one about a size past a
+    block (so that the case is what its hint says)."""
     out: list[int] = []
     for _ in range(50 * k):
-        b, m, d = rng.choice(bases), rng.randint(*scale), rng.choice((-1, 0, 1))
-        if max(1, m * b + d) not in out:
+        b, m, d = rng.choice(bases), rng.randint(*scale), rng.choice(offsets)
+        if max(1, m * b + d) not in out and m * b + d > above:
             out.append(max(1, m * b + d))
         if len(out) == k:
             break

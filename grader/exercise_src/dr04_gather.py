@@ -81,7 +81,8 @@ selfcheck.check("dr04_gather", globals())
 # %% id=dr04-grading role=grading
 from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 
-TAIL = "n 不是 BLOCK_N 的整数倍：读 idx 要 mask=rows < n；读表和写 out 的 mask 是 (rows[:, None] < n) & (cols[None, :] < D)。"
+TAIL = "n 或 D 不是块大小的整数倍：读 idx 要 mask=rows < n；读表和写 out 的 mask 是 (rows[:, None] < n) & (cols[None, :] < D)。"
+EXACT = "n、D 正好是块大小的整数倍或差 1：grid 用 triton.cdiv，块之间不重叠也不留空。"
 WIDE = "D 比 BLOCK_D 大：grid 的第二维是 triton.cdiv(D, BLOCK_D)，每个 program 只负责 BLOCK_D 列。"
 STRIDE = "表的行之间有空隙：第 src 行的起点是 src * table.stride(0)，不是 src * D。"
 TSTRIDE = "表是转置视图（table.stride() == (1, V)）：地址是 src * table.stride(0) + cols * table.stride(1)，列方向也要乘 stride。"
@@ -101,7 +102,9 @@ def row_ids(v):
 
 
 def cases(device, rng):
-    def one(v, d, n, dt, layout="contig", hint=TAIL, blocks=None, out="contig", **kw):
+    def one(v, d, n, dt, layout="contig", hint=None, blocks=None, out="contig", **kw):
+        bn, bd = blocks or (16, 64)
+        hint = (TAIL if n % bn or d % bd else EXACT) if hint is None else hint
         tag = {"padded": " 表的行间有空隙", "transposed": " 表是转置视图"}.get(layout, "")
         tag += " out 行间有空隙" if out == "padded" else ""
         if blocks:
@@ -117,7 +120,7 @@ def cases(device, rng):
           one(30, 40, 25, "float32", "transposed", TSTRIDE, public=True), one(30, 40, 25, "float32", hint=OUT, out="padded"),
           one(40, 50, 70, "float32", hint=BLOCKS, blocks=(64, 16))]
     n, d = near_multiples(rng, (64, 128), 2, (1, 2))
-    cs += [one(*sizes(rng, 100, 1000, 1), d, n, "float32", hint=TAIL, hidden=True),
+    cs += [one(*sizes(rng, 100, 1000, 1), d, n, "float32", hidden=True),
            one(*sizes(rng, 20, 200, 1), *sizes(rng, 65, 200, 2), "float32", "padded", STRIDE, hidden=True),
            one(*sizes(rng, 5, 50, 1), *sizes(rng, 33, 100, 1), *sizes(rng, 257, 600, 1), "float16", hidden=True)]
     return cs

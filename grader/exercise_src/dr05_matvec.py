@@ -98,7 +98,7 @@ def cases(device, rng):
           one(70, 50, "float32", hint=BLOCKS, blocks=(16, 128), public=True),
           one(70, 300, "float32", "transposed", BLOCKS, blocks=(64, 16))]
     m = near_multiples(rng, (64, 128), 1, (1, 2))[0]
-    cs += [one(m, k, "float32", hint=KLOOP, hidden=True) for k in near_multiples(rng, (256, 512), 1, (1, 3))]
+    cs += [one(m, k, "float32", hint=KLOOP, hidden=True) for k in near_multiples(rng, (256, 512), 1, (1, 3), above=256)]
     cs += [one(*sizes(rng, 257, 400, 1), *sizes(rng, 257, 700, 1), "float32", "transposed", STRIDE, hidden=True),
            one(*sizes(rng, 20, 40, 1), 4096, "float16", fill="positive", hint=ACC, tol=(0.5, 1e-4), hidden=True)]
     return cs

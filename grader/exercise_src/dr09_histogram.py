@@ -106,7 +106,7 @@ def cases(device, rng):
     cs = [one(1, 1, ZERO, public=True), one(7, 3, TAIL, public=True), one(1000, 10, public=True),
           one(3000, 257, TAIL), one(2000, 16, skew=True, public=True), one(513, 1),
           one(1000, 10, BLOCK, block=128, public=True)]
-    cs += [one(n, nb, TAIL, hidden=True) for n, nb in zip(near_multiples(rng, (256, 1024), 2, (2, 8)),
+    cs += [one(n, nb, TAIL, hidden=True) for n, nb in zip(near_multiples(rng, (256, 1024), 2, (2, 8), offsets=(-1, 1)),
                                                         sizes(rng, 2, 300, 2))]
     cs += [one(*sizes(rng, 5000, 20_000, 1), *sizes(rng, 3, 64, 1), skew=True, hidden=True),
            one(*sizes(rng, 2100, 4000, 1), *sizes(rng, 3, 64, 1), BLOCK, block=rng.choice((64, 128, 512, 1024)),

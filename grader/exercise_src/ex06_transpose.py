@@ -83,7 +83,9 @@ BLOCKS = ("这个测试传入了 BLOCK_M != BLOCK_N：grid = (triton.cdiv(M, BLO
 
 
 def cases(device, rng):
-    def one(m, n, dt, layout="contig", hint=TAIL, blocks=None, **kw):
+    def one(m, n, dt, layout="contig", hint=None, blocks=None, **kw):
+        bm, bn = blocks or (32, 32)
+        hint = (TAIL if m % bm or n % bn else EXACT) if hint is None else hint
         tag = {"padded": " 行间有空隙", "transposed": " 输入本身是转置视图"}.get(layout, "")
         scalars, kwargs = {}, ()
         if blocks:
