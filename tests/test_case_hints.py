@@ -5,6 +5,7 @@ hint must fit the sizes it is given."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -15,12 +16,27 @@ SOURCES = Path(__file__).resolve().parent.parent / "grader" / "exercise_src"
 SEEDS = range(1000)
 
 
+@functools.cache
+def _module(ex_id: str) -> list[ast.stmt]:
+    return ast.parse((SOURCES / f"{ex_id}.py").read_text(encoding="utf-8")).body
+
+
 def _constant(ex_id: str, name: str) -> str:
     """The hint's text, read from the exercise's source without running it."""
-    for node in ast.parse((SOURCES / f"{ex_id}.py").read_text(encoding="utf-8")).body:
+    for node in _module(ex_id):
         if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [name]:
             return ast.literal_eval(node.value)
     raise LookupError(f"{ex_id}.{name}")
+
+
+@functools.cache
+def _defaults(ex_id: str, func: str) -> dict:
+    """The keyword defaults of the learner's function (its wrapper), read from the exercise's source."""
+    for node in _module(ex_id):
+        if isinstance(node, ast.FunctionDef) and node.name == func:
+            args = node.args.args[len(node.args.args) - len(node.args.defaults):]
+            return {a.arg: ast.literal_eval(d) for a, d in zip(args, node.args.defaults)}
+    raise LookupError(f"{ex_id}.{func}")
 
 
 def _dim(case, tensor: str, axis: int) -> int:
@@ -31,55 +47,58 @@ def _pow2(n: int) -> bool:
     return n & (n - 1) == 0
 
 
-def _off(case, *dims_blocks) -> bool:
-    """Some size is not a multiple of its block: (tensor, axis, block name, the wrapper's default block)."""
-    return any(_dim(case, t, ax) % case.scalars.get(b, default) for t, ax, b, default in dims_blocks)
+def _off(case, block, *dims_blocks) -> bool:
+    """Some size is not a multiple of its block: (tensor, axis, block name)."""
+    return any(_dim(case, t, ax) % block(b) for t, ax, b in dims_blocks)
 
 
-# (exercise, hint constant) -> what must hold for a case carrying that hint; the defaults are the wrappers' own
+# (exercise, hint constant) -> what must hold for a case carrying that hint; blk(name) is the block the case runs
+# with: its own scalar, else the default in the signature of the function it calls
 CLAIMS = {
-    ("ex01_axpy", "TAIL"): lambda c: _off(c, ("x", 0, "BLOCK_SIZE", 1024)),
-    ("ex02_softmax", "TAIL"): lambda c: not _pow2(_dim(c, "x", 1)),
-    ("ex02_softmax", "WIDE"): lambda c: _dim(c, "x", 1) > 1024,
-    ("ex03_matmul", "TAIL"): lambda c: _off(c, ("a", 0, "BLOCK_M", 32), ("b", 1, "BLOCK_N", 32), ("a", 1, "BLOCK_K", 32)),
-    ("ex03_matmul", "KLOOP"): lambda c: _dim(c, "a", 1) > 256,
-    ("ex05_layernorm", "TAIL"): lambda c: not _pow2(_dim(c, "x", 1)),
-    ("ex05_layernorm", "WIDE"): lambda c: _dim(c, "x", 1) > 1024,
-    ("ex06_transpose", "TAIL"): lambda c: _off(c, ("x", 0, "BLOCK_M", 32), ("x", 1, "BLOCK_N", 32)),
-    ("ex07_flash_attention", "TAIL"): lambda c: _off(c, ("q", 2, "BLOCK_N", 16)),
-    ("ex09_dropout", "TAIL"): lambda c: _off(c, (c.inputs[0].name, 0, "BLOCK_SIZE", 1024)),
-    ("ex10_layernorm_backward", "TAIL"): lambda c: not _pow2(_dim(c, "x", 1)),
-    ("ex11_persistent_matmul", "TAIL"): lambda c: _off(c, ("a", 0, "BLOCK_M", 32), ("b", 1, "BLOCK_N", 32),
-                                                       ("a", 1, "BLOCK_K", 32)),
-    ("ex12_flash_attention_backward", "TAIL"): lambda c: _off(c, ("q", 2, "BLOCK_M", 16), ("q", 2, "BLOCK_N", 16)),
-    ("dr01_outer_add", "TAIL"): lambda c: _off(c, ("x", 0, "BLOCK_M", 32), ("y", 0, "BLOCK_N", 32)),
-    ("dr01_outer_add", "WIDE"): lambda c: _dim(c, "y", 0) > c.scalars.get("BLOCK_N", 32),
-    ("dr02_col_sum", "TAIL"): lambda c: _off(c, ("x", 0, "BLOCK_M", 32), ("x", 1, "BLOCK_N", 32)),
-    ("dr02_col_sum", "LOOP"): lambda c: _dim(c, "x", 0) > c.scalars.get("BLOCK_M", 32),
-    ("dr03_strided_copy_2d", "TAIL"): lambda c: _off(c, ("x", 0, "BLOCK_M", 32), ("x", 1, "BLOCK_N", 32)),
-    ("dr04_gather", "TAIL"): lambda c: _off(c, ("idx", 0, "BLOCK_N", 16), ("table", 1, "BLOCK_D", 64)),
-    ("dr04_gather", "WIDE"): lambda c: _dim(c, "table", 1) > c.scalars.get("BLOCK_D", 64),
-    ("dr05_matvec", "TAIL"): lambda c: _off(c, ("a", 0, "BLOCK_M", 32), ("a", 1, "BLOCK_K", 128)),
-    ("dr05_matvec", "KLOOP"): lambda c: _dim(c, "a", 1) > 256,
-    ("dr06_tile_transpose", "TAIL"): lambda c: _off(c, ("x", 0, "BLOCK_M", 32), ("x", 1, "BLOCK_N", 16)),
-    ("dr07_batched_dot", "TAIL"): lambda c: any(n < max(16, 1 << (n - 1).bit_length())
-                                                for n in (_dim(c, "a", 1), _dim(c, "a", 2), _dim(c, "b", 2))),
-    ("dr08_cumsum", "TAIL"): lambda c: _off(c, ("x", 1, "BLOCK", 128)),
-    ("dr08_cumsum", "CARRY"): lambda c: _dim(c, "x", 1) > c.scalars.get("BLOCK", 128),
-    ("dr09_histogram", "TAIL"): lambda c: _off(c, ("x", 0, "BLOCK", 256)),
+    ("ex01_axpy", "TAIL"): lambda c, blk: _off(c, blk, ("x", 0, "BLOCK_SIZE")),
+    ("ex02_softmax", "TAIL"): lambda c, blk: not _pow2(_dim(c, "x", 1)),
+    ("ex02_softmax", "WIDE"): lambda c, blk: _dim(c, "x", 1) > 1024,
+    ("ex03_matmul", "TAIL"): lambda c, blk: _off(c, blk, ("a", 0, "BLOCK_M"), ("b", 1, "BLOCK_N"),
+                                                 ("a", 1, "BLOCK_K")),
+    ("ex03_matmul", "KLOOP"): lambda c, blk: _dim(c, "a", 1) > 256,
+    ("ex05_layernorm", "TAIL"): lambda c, blk: not _pow2(_dim(c, "x", 1)),
+    ("ex05_layernorm", "WIDE"): lambda c, blk: _dim(c, "x", 1) > 1024,
+    ("ex06_transpose", "TAIL"): lambda c, blk: _off(c, blk, ("x", 0, "BLOCK_M"), ("x", 1, "BLOCK_N")),
+    ("ex07_flash_attention", "TAIL"): lambda c, blk: _off(c, blk, ("q", 2, "BLOCK_N")),
+    ("ex09_dropout", "TAIL"): lambda c, blk: _off(c, blk, (c.inputs[0].name, 0, "BLOCK_SIZE")),
+    ("ex10_layernorm_backward", "TAIL"): lambda c, blk: not _pow2(_dim(c, "x", 1)),
+    ("ex11_persistent_matmul", "TAIL"): lambda c, blk: _off(c, blk, ("a", 0, "BLOCK_M"), ("b", 1, "BLOCK_N"),
+                                                           ("a", 1, "BLOCK_K")),
+    ("ex12_flash_attention_backward", "TAIL"): lambda c, blk: _off(c, blk, ("q", 2, "BLOCK_M"), ("q", 2, "BLOCK_N")),
+    ("dr01_outer_add", "TAIL"): lambda c, blk: _off(c, blk, ("x", 0, "BLOCK_M"), ("y", 0, "BLOCK_N")),
+    ("dr01_outer_add", "WIDE"): lambda c, blk: _dim(c, "y", 0) > blk("BLOCK_N"),
+    ("dr02_col_sum", "TAIL"): lambda c, blk: _off(c, blk, ("x", 0, "BLOCK_M"), ("x", 1, "BLOCK_N")),
+    ("dr02_col_sum", "LOOP"): lambda c, blk: _dim(c, "x", 0) > blk("BLOCK_M"),
+    ("dr03_strided_copy_2d", "TAIL"): lambda c, blk: _off(c, blk, ("x", 0, "BLOCK_M"), ("x", 1, "BLOCK_N")),
+    ("dr04_gather", "TAIL"): lambda c, blk: _off(c, blk, ("idx", 0, "BLOCK_N"), ("table", 1, "BLOCK_D")),
+    ("dr04_gather", "WIDE"): lambda c, blk: _dim(c, "table", 1) > blk("BLOCK_D"),
+    ("dr05_matvec", "TAIL"): lambda c, blk: _off(c, blk, ("a", 0, "BLOCK_M"), ("a", 1, "BLOCK_K")),
+    ("dr05_matvec", "KLOOP"): lambda c, blk: _dim(c, "a", 1) > 256,
+    ("dr06_tile_transpose", "TAIL"): lambda c, blk: _off(c, blk, ("x", 0, "BLOCK_M"), ("x", 1, "BLOCK_N")),
+    ("dr07_batched_dot", "TAIL"): lambda c, blk: any(n < max(16, 1 << (n - 1).bit_length())
+                                                     for n in (_dim(c, "a", 1), _dim(c, "a", 2), _dim(c, "b", 2))),
+    ("dr08_cumsum", "TAIL"): lambda c, blk: _off(c, blk, ("x", 1, "BLOCK")),
+    ("dr08_cumsum", "CARRY"): lambda c, blk: _dim(c, "x", 1) > blk("BLOCK"),
+    ("dr09_histogram", "TAIL"): lambda c, blk: _off(c, blk, ("x", 0, "BLOCK")),
 }
 
 
 @pytest.mark.parametrize("ex_id, const", sorted(CLAIMS), ids=lambda v: str(v))
 def test_a_hint_holds_for_every_case_it_is_attached_to(ex_id, const):
-    hint, holds = _constant(ex_id, const), CLAIMS[(ex_id, const)]
+    hint, holds, ex = _constant(ex_id, const), CLAIMS[(ex_id, const)], registry.get(ex_id)
     seen, wrong = 0, []
     for device in ("cpu", "cuda"):
         for seed in SEEDS:
-            for case in registry.get(ex_id).cases_for(device, seed):
+            for case in ex.cases_for(device, seed):
                 if case.hint == hint:
                     seen += 1
-                    if not holds(case):
+                    defaults = _defaults(ex_id, case.func or ex.func)
+                    if not holds(case, lambda name: case.scalars.get(name, defaults[name])):
                         wrong.append((device, seed, case.name))
     assert seen, f"no case of {ex_id} carries {const}"
     assert not wrong, f"{len(wrong)} of {seen} cases contradict {const}, e.g. {sorted(set(w[2] for w in wrong))[:6]}"
