@@ -255,6 +255,9 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestRes
         return mk("failed", f"这次调用无法重放：{str(rec['problem'])[:300]}。")
     if rec.get("returned") == "input":
         return mk("failed", "函数返回的是某个输入（或输入的视图），不是 out：结果要由 kernel 写进参数 out，最后 return out。")
+    if rec.get("returned") == "wrong":
+        return mk("failed", f"只传必需的参数、不传 out 调用时，{str(rec.get('bare_returned'))[:300]}：函数要自己分配输出"
+                            "（形状、dtype、device 按输入算）并返回它。")
     if rec.get("returned") != "out":
         return mk("failed", "函数没有返回传入的输出张量：请把结果写进参数 out（模板里已经给出分配 out 的那一行），最后 return out。")
     if rec.get("inputs_changed"):
@@ -291,6 +294,8 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestRes
                             "从输入的值算出来的（或者按输入的值选了别的 kernel）。评分器重放 kernel 时只有第一次调用的值和"
                             "第一次启动的那些 kernel，所以凡是取决于输入数据的量（最大值、均值、和……）和取决于数据的选择都要在 "
                             "kernel 里做。整份作业的每个测试都按这一条判定。")
+    if case.bare:  # the function's own kernels are judged by the replays of the other cases
+        return mk("passed", f"{where}：正确（自己分配并返回了输出，可选参数用的是默认值）", case.points)
     return _judge_replay(ex, pc, workdir, replay_out, device, mk, where, tol)
 
 

@@ -107,7 +107,8 @@ def grade(path: Path, device: str = "cpu", cell_timeout: float = DEFAULT_CELL_TI
             t1 = time.monotonic()
             run = execute.run(nb, root, device, cell_timeout, budget, iso)
             phases["notebook_s"] = round(time.monotonic() - t1, 2)
-            replay_ids = [pc.id for pc in planned if pc.case.mode != "python" and _worth_replaying(root / "work" / f"{pc.id}.json")]
+            replay_ids = [pc.id for pc in planned if pc.case.mode != "python" and not pc.case.bare
+                          and _worth_replaying(root / "work" / f"{pc.id}.json")]
             _write_replay(root, ex, planned, module, names, device, seed)
             left = max(10.0, budget - (time.monotonic() - t0))
             t1 = time.monotonic()

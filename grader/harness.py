@@ -24,7 +24,6 @@ from .buffers import guarded_input, guarded_output, to_numpy
 from .launchlog import Log, watched
 
 WORKDIR_ENV = "TCOURSE_GRADER_DIR"
-RETURNED = ("out", "other", "input", "none")
 
 
 class CudaContextLost(RuntimeError):
@@ -56,6 +55,29 @@ def _returned(ret, outs: dict, in_bufs: dict) -> str:
                                                for b in in_bufs.values()) for r in got):
         return "input"
     return "none" if ret is None else "other"
+
+
+def _tensor_text(t) -> str:
+    if not isinstance(t, torch.Tensor):
+        return type(t).__name__
+    return f"形状 {tuple(t.shape)}、{str(t.dtype).replace('torch.', '')}、在 {t.device.type} 上的张量"
+
+
+def _adopt(ret, outs: dict, in_bufs: dict) -> tuple[str, str]:
+    """A bare call (no outputs passed): the tensors it returned become the outputs, copied into the grader's buffers.
+    Returns (``out``, "") or (``input``/``wrong``, what came back against what should have)."""
+    views = list(outs.values())
+    got = list(ret) if isinstance(ret, (tuple, list)) and len(views) > 1 else [ret]
+    want = "、".join(_tensor_text(v) for v in views)
+    if len(got) != len(views) or any(not isinstance(r, torch.Tensor) or r.shape != v.shape or r.dtype != v.dtype
+                                     or r.device.type != v.device.type for r, v in zip(got, views)):
+        shown = "、".join(_tensor_text(r) for r in got) if isinstance(ret, (tuple, list)) else _tensor_text(ret)
+        return "wrong", f"返回的是 {shown[:200]}，应当是 {want}"
+    if any(r.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() for r in got for b in in_bufs.values()):
+        return "input", ""
+    for r, v in zip(got, views):
+        v.copy_(r)
+    return "out", ""
 
 
 @contextlib.contextmanager
@@ -127,10 +149,13 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
         log = Log(bufs, threading.get_ident())
         try:
             with watched(log, case["forbid"]), _uninitialized_is_nan(), _spins(device, bufs):
-                ret = fn(*[values[n] for n in case["call"]], **{n: values[n] for n in case["kwargs"]}, **outs)
+                ret = fn(*[values[n] for n in case["call"]], **{n: values[n] for n in case["kwargs"]},
+                         **({} if case.get("bare") else outs))
+            if case.get("bare"):
+                rec["returned"], rec["bare_returned"] = _adopt(ret, outs, in_bufs)
             after, late = _settle(out_bufs, device)
             rec["late"] += late
-            if not tag:
+            if not tag and not case.get("bare"):
                 rec["returned"] = _returned(ret, outs, in_bufs)
         except spin.EndlessWait as e:
             rec["endless"] = str(e)

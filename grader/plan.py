@@ -56,7 +56,7 @@ def _entry(ex: Exercise, pc: PlannedCase) -> dict:
         spec["file"] = f"{pc.id}_{spec['name']}.npy"
     return {"id": pc.id, "name": case.name, "mode": case.mode, "func": case.func, "inputs": ins, "outputs": outs,
             "scalars": case.scalars, "call": list(case.call), "kwargs": list(case.kwargs),
-            "calls": [list(c) for c in case.calls], "repeat": bool(pc.again),
+            "calls": [list(c) for c in case.calls], "repeat": bool(pc.again), "bare": case.bare,
             "perf": {**case.perf, "dtype": case.dtype} if case.perf else {},
             "forbid": list(ex.forbid) if case.mode == "tensor" else []}
 
@@ -64,7 +64,7 @@ def _entry(ex: Exercise, pc: PlannedCase) -> dict:
 def make_plan(ex: Exercise, cases: list[Case], seed: int, workdir: Path, device: str) -> list[PlannedCase]:
     """Draw every case's inputs; write ``work/plan.json`` and the shown inputs (the fresh ones stay here)."""
     planned = []
-    tensor_ids = [i for i, c in enumerate(cases) if c.mode == "tensor" and c.inputs]
+    tensor_ids = [i for i, c in enumerate(cases) if c.mode == "tensor" and c.inputs and not c.bare]
     repeat = set(random.Random(seed).sample(tensor_ids, min(REPEATS, len(tensor_ids))))
     for i, case in enumerate(cases):
         g = torch.Generator().manual_seed((seed * 1000 + i) % 2**63)

@@ -21,6 +21,7 @@ tensor in float64 and contiguous; it returns one tensor per output
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -91,6 +92,7 @@ class Case:
     order_check: bool = True          # CPU: also replay the grid with its programs interleaved (launches with atomics)
     max_programs: str = ""            # a scalar's name: one launch, with at most its value in programs (persistent)
     reference: Callable | None = None  # instead of the exercise's (a case of another function)
+    bare: bool = False                # made by Exercise.cases_for: the outputs and optional keywords left out
 
     def __post_init__(self):
         if self.mode not in ("tensor", "python", "perf"):
@@ -135,8 +137,44 @@ class Exercise:
         return self.tolerances.get(f"{dtype}@{device}", self.tolerances.get(dtype, (0.0, 0.0)))
 
     def cases_for(self, device: str, seed: int) -> list[Case]:
-        cs = self.cases(device, random.Random(seed))
-        return [replace(c, func=c.func or self.func) for c in cs]
+        cs = [replace(c, func=c.func or self.func) for c in self.cases(device, random.Random(seed))]
+        return cs + bare_cases(cs, self.reference)
+
+
+BARE_HINT = ("不传 out（和其他可选参数），函数要自己分配形状、dtype、device 都对的输出并返回它；"
+             "可选参数的默认值要和题目给的签名一致。")
+
+
+BARE_MAX_ELEMENTS = 1 << 18  # inputs of a bare case: a CPU run interprets its launches once more
+
+
+def bare_cases(cases: list[Case], reference: Callable | None) -> list[Case]:
+    """For each function with tensor cases, one more case that calls it the way a user would: the required arguments
+    only. The outputs are left out (the function allocates and returns them), and so is every keyword the spec takes
+    with a default or does not take (``causal``, ``eps``, block sizes): the reference then uses the spec's defaults,
+    and the learner's function must use the same. Made from the function's public case (else any) whose sizes tell
+    most apart, among those a CPU run also has."""
+    import inspect
+
+    def telling(c: Case):  # public first, then the sizes that tell most apart (no 1, unequal), then the larger
+        dims = [d for t in c.inputs for d in t.shape]
+        dims += [v for k, v in c.scalars.items() if k in c.call and type(v) is int]
+        return (not c.public, -len({d for d in dims if d > 1}), -sum(math.prod(t.shape) for t in c.inputs))
+
+    made, seen = [], set()
+    for c in sorted(cases, key=telling):
+        if c.mode != "tensor" or not c.outputs or c.gpu_only or c.func in seen \
+                or sum(math.prod(t.shape) for t in c.inputs) > BARE_MAX_ELEMENTS:
+            continue
+        seen.add(c.func)
+        params = inspect.signature(c.reference or reference).parameters
+        kwargs = tuple(k for k in c.kwargs if k in params and params[k].default is inspect.Parameter.empty)
+        shapes = " ".join(f"{t.name}{tuple(t.shape)}" for t in c.inputs) or " ".join(f"{k}={c.scalars[k]}"
+                                                                                  for k in c.call)
+        made.append(replace(c, name=f"{c.func}({', '.join(c.call + kwargs)}) 不传 out 和可选参数：{shapes} {c.dtype}",
+                            kwargs=kwargs, bare=True, hint=BARE_HINT, max_programs="",
+                            scalars={k: v for k, v in c.scalars.items() if k in c.call or k in kwargs}))
+    return made
 
 
 def sizes(rng: random.Random, lo: int, hi: int, k: int = 1, avoid: tuple[int, ...] = ()) -> list[int]:

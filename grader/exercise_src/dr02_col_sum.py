@@ -15,7 +15,7 @@
 # **规则**（评分器会检查）
 #
 # - 结果由你的 Triton kernel 算出来并写进 `out`，`return out`；`x.sum(...)`、`torch.sum` 记 0 分。
-# - `M` 可能远大于 `BLOCK_M`（几百到几千行）；有的测试里 `x` 的行之间有空隙，有的 `x` 是转置视图。
+# - `M` 可能远大于 `BLOCK_M`（几百到近万行）；有的测试里 `x` 的行之间有空隙，有的 `x` 是转置视图。
 # - 测试会传入不同的 `BLOCK_M`、`BLOCK_N`（两者不一定相等）。
 # - float16 输入也要对：累加器用 float32，存回时 `tl.store` 会转换成 `out` 的类型。
 # %% id=dr02-setup role=setup
@@ -71,7 +71,7 @@ def col_sum(x, out=None, BLOCK_M=32, BLOCK_N=32):
 #
 # **最常见的错误**：没有循环，只读了前 `BLOCK_M` 行——`M <= BLOCK_M` 时看不出来。
 # 第二常见：把 `stride_xm` 写成 `N`、`stride_xn` 写成 1，`x` 是连续的时候对，换成转置视图就错了。
-# 第三常见：float16 输入用 float16 的累加器：几千行的和每加一次就舍入一次。
+# 第三常见：float16 输入用 float16 的累加器：近万行的和每加一次就舍入一次。
 # %% id=dr02-selfcheck role=selfcheck
 from grader import selfcheck
 selfcheck.check("dr02_col_sum", globals())
@@ -81,7 +81,7 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "M 或 N 不是块大小的整数倍：读块时 mask 两个方向，而且 other=0.0；写 out 时按列 mask。"
 LOOP = "M 比 BLOCK_M 大得多：要沿行循环 for m0 in range(0, M, BLOCK_M)，每一块都累加进 acc。"
 STRIDE = "x 不是连续的（行间有空隙或者是转置视图）：地址用 rm * x.stride(0) + rn * x.stride(1)。"
-ACC = "float16 输入、几千行、元素全为正：累加器必须是 float32（tl.zeros(..., dtype=tl.float32)，读进来先 .to(tl.float32)）。"
+ACC = "float16 输入、近万行、元素全为正：累加器必须是 float32（tl.zeros(..., dtype=tl.float32)，读进来先 .to(tl.float32)）。"
 BLOCKS = ("BLOCK_M 和 BLOCK_N 不相等：grid 是 (triton.cdiv(N, BLOCK_N),)，列块用 BLOCK_N；"
           "沿行循环的步长和每次读的行数都是 BLOCK_M，不要混用。")
 
@@ -105,7 +105,7 @@ def cases(device, rng):
     cs += [one(m, n, "float32", hint=LOOP, hidden=True),
            one(*sizes(rng, 300, 900, 1), *sizes(rng, 33, 90, 1), "float32", "transposed", STRIDE, hidden=True),
            one(*sizes(rng, 100, 200, 1), *sizes(rng, 257, 400, 1), "float32", "padded", STRIDE, hidden=True),
-           one(*sizes(rng, 3000, 4000, 1), *sizes(rng, 3, 40, 1), "float16", fill="positive", hint=ACC,
+           one(*sizes(rng, 8000, 12_000, 1), *sizes(rng, 33, 64, 1), "float16", fill="positive", hint=ACC,
                tol=(1.0, 1e-3), hidden=True)]
     return cs
 

@@ -92,6 +92,7 @@ selfcheck.check("dr07_batched_dot", globals())
 from grader.spec import Case, Exercise, Tensor, sizes
 
 TAIL = "M、N、K 有的比块小（块是至少 16 的 2 的幂）：a 块按 M、K mask，b 块按 K、N mask（都 other=0.0），写回按 M、N mask。"
+SMALL_K = "float16 输入、K 只有 5：BLOCK_K 仍要至少 16（tl.dot 对 16 位输入的要求，GPU 上编译不过就记错）。"
 BLOCKS = "有的维度超过 32：块大小按维度选，max(16, triton.next_power_of_2(d))，不要写死。"
 BATCH = "批次之间有空隙：批次 i 的起点是 i * a.stride(0)（b、out 同理）：用 stride，不要用 M * K。"
 STRIDE = "不是连续的张量：行内、行间、批次之间的距离各用各的 stride（a 的三个、b 的三个、out 的三个），不要假设哪一个是 1。"
@@ -109,7 +110,7 @@ def cases(device, rng):
           one(4, 16, 16, 16, "float32", BATCH, a="padded", out="padded"), one(2, 33, 17, 31, "float32", public=True),
           one(5, 64, 40, 63, "float32", BLOCKS, public=True), one(3, 20, 24, 33, "float16", public=True),
           one(3, 20, 24, 17, "float32", STRIDE, a="transposed", b="padded", public=True),
-          one(4, 24, 20, 30, "float16", STRIDE, b="transposed", out="padded")]
+          one(4, 24, 20, 30, "float16", STRIDE, b="transposed", out="padded"), one(3, 5, 7, 5, "float16", SMALL_K)]
     cs += [one(rng.randint(9, 20), *sizes(rng, 33, 64, 3), "float32", BLOCKS, hidden=True),
            one(rng.randint(5, 12), *sizes(rng, 2, 31, 3), "float32", TAIL, hidden=True),
            one(rng.randint(5, 12), *sizes(rng, 17, 64, 3), "float16", TAIL, hidden=True)]

@@ -96,6 +96,7 @@ TAIL = "N 不是 BLOCK 的整数倍：最后一块要 mask，读的时候 other=
 CARRY = "N 比 BLOCK 大：后面的块要加上前面所有块的和（循环里带一个 carry，每块结束时 carry += tl.sum(v)）。"
 STRIDE = "行之间有空隙：第 row 行的起点是 row * x.stride(0)（写 out 用 out.stride(0)）。"
 OUT = "out 行间有空隙：写第 row 行的起点是 row * out.stride(0)，不是 row * N。"
+LONG = "float16 的长行（2 万列）：carry 要一直用 float32 累加，中途存成 float16 的误差会一块一块积累起来。"
 BLOCK = "换了 BLOCK：循环的步长和每次读的元素个数都是参数 BLOCK，不要写死 128。"
 
 
@@ -112,7 +113,8 @@ def cases(device, rng):
     cs = [one(1, 1, "float32", public=True), one(3, 7, "float32", public=True), one(4, 129, "float32", hint=CARRY, public=True),
           one(5, 300, "float32", hint=CARRY), one(6, 200, "float32", "padded", STRIDE, public=True),
           one(3, 100, "float16", public=True),
-          one(4, 300, "float32", hint=OUT, out="padded", public=True), one(3, 100, "float32", "padded", BLOCK, block=32)]
+          one(4, 300, "float32", hint=OUT, out="padded", public=True), one(3, 100, "float32", "padded", BLOCK, block=32),
+          one(2, 20_000, "float16", hint=LONG)]
     cs += [one(rng.randint(2, 6), n, "float32", hint=CARRY, hidden=True) for n in near_multiples(rng, (128, 256, 1024), 2, (1, 2), above=128)]
     cs += [one(rng.randint(3, 8), *sizes(rng, 300, 1500, 1), "float32", "padded", STRIDE, hidden=True),
            one(rng.randint(2, 5), *sizes(rng, 200, 800, 1), "float16", hint=CARRY, hidden=True)]

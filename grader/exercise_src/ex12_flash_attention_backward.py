@@ -189,6 +189,8 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "S 不是块大小的整数倍：超出 S 的 query/key 处 P 要是 0，load 要 mask，store 要 mask。"
 CAUSAL = TAIL + " causal=True：j > i 的位置 P = 0；dkdv_kernel 从对角线所在的 query 块开始，dq_kernel 循环到对角线为止。"
 LOOP = "S 比一个块长：dk、dv 要对所有 query 块累加，dq 要对所有 key 块累加；dk、dq 最后乘 sm_scale，dv 不乘。"
+HEADS = ("B 和 H 都大于 1：q、k、v、do 和 lse、delta 按同一个 (batch, head) 编号定位（b * H + h），"
+         "两个 kernel 的 grid 和下标都要一致。")
 SCALE = "这个测试传入了 sm_scale：两个 kernel 都用传进来的 sm_scale（包括重算 P 时），只有 sm_scale=None 时才用 D ** -0.5。"
 BLOCKS = ("这个测试的 BLOCK_M 和 BLOCK_N 不相等：dkdv_kernel 的 grid 是 triton.cdiv(S, BLOCK_N)，沿 query 的步长是 BLOCK_M，"
           "causal 时起点是 key 块起点所在的 query 块 (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M；dq_kernel 的 grid 是 "
@@ -210,7 +212,7 @@ def cases(device, rng):
           one(2, 1, 45, 32, "float32", True, CAUSAL, public=True), one(1, 2, 33, 16, "float16", True, CAUSAL, public=True),
           one(1, 2, 40, 16, "float32", True, BLOCKS, {"BLOCK_M": 32, "BLOCK_N": 16}, public=True),
           one(1, 2, 40, 16, "float32", True, BLOCKS, {"BLOCK_M": 16, "BLOCK_N": 32}),
-          one(1, 2, 24, 16, "float32", False, SCALE, {"sm_scale": 1.0})]
+          one(1, 2, 24, 16, "float32", False, SCALE, {"sm_scale": 1.0}), one(2, 3, 33, 16, "float32", True, HEADS)]
     long_s = sizes(rng, 65, 140, 2)
     cs += [one(1, 1, long_s[0], 16, "float32", False, LOOP, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, CAUSAL + " " + LOOP, hidden=True),
