@@ -85,6 +85,13 @@ CLAIMS = {
     ("dr08_cumsum", "TAIL"): lambda c, blk: _off(c, blk, ("x", 1, "BLOCK")),
     ("dr08_cumsum", "CARRY"): lambda c, blk: _dim(c, "x", 1) > blk("BLOCK"),
     ("dr09_histogram", "TAIL"): lambda c, blk: _off(c, blk, ("x", 0, "BLOCK")),
+    ("dr09_histogram", "MANY"): lambda c, blk: c.scalars["n_bins"] >= 1000,
+    ("dr02_col_sum", "ACC"): lambda c, blk: c.dtype == "float16" and _dim(c, "x", 0) >= 8000,
+    ("dr07_batched_dot", "SMALL_K"): lambda c, blk: c.dtype == "float16" and _dim(c, "a", 2) == 5,
+    ("dr08_cumsum", "LONG"): lambda c, blk: c.dtype == "float16" and _dim(c, "x", 1) == 20_000,
+    ("ex09_dropout", "FP16"): lambda c, blk: c.dtype == "float16",
+    ("ex09_dropout", "BIG_SEED"): lambda c, blk: c.scalars["seed"] >= 2**32,
+    ("ex12_flash_attention_backward", "HEADS"): lambda c, blk: _dim(c, "q", 0) > 1 and _dim(c, "q", 1) > 1,
 }
 
 

@@ -7,6 +7,8 @@
 # - 同一个 `seed`，换 `BLOCK_SIZE` 得到完全相同的 mask（评分器会用几种 BLOCK_SIZE 测）；
 # - 反向不需要存 mask：`dropout_backward(dy, p, seed)` 用同一个种子重新生成它，`dx = dy * keep / (1 - p)`。
 #
+# `seed` 可以是 0 到 2^63 - 1 之间的任何整数，`tl.rand` 用到它的全部 64 位：原样传给 kernel，不要截断或取模。
+#
 # **要做的事**：`dropout_kernel`，以及 `dropout(x, p, seed, out=None, BLOCK_SIZE=1024)` 和
 # `dropout_backward(dy, p, seed, out=None, BLOCK_SIZE=1024)` 两个包装函数（提示：反向可以启动同一个 kernel）。
 #
@@ -87,6 +89,7 @@ OFFSETS = ("mask 和参考不同：元素 i 的随机数必须是 tl.rand(seed, 
            "不是 block 内下标；这样换 BLOCK_SIZE 结果也不变。")
 SCALE = "保留的元素要除以 (1 - p)（期望值不变），丢弃的写 0。"
 FP16 = "float16 的 x：随机数保持 float32 再和 p 比较（转成 float16 会把 p 附近的数舍入到 p 上，改变 mask）。"
+BIG_SEED = "seed 至少 2^32：tl.rand 用 seed 的全部 64 位，原样传进 kernel，不要截断、取模或转成 32 位。"
 TAIL = "n 不是 BLOCK_SIZE 的整数倍：最后一个 program 的 tl.load/tl.store 要 mask=offs < n。"
 BACKWARD = "反向：用同一个 seed 重新生成 mask，dx = dy * keep / (1 - p)（不要存 mask，也不要换种子）。"
 
@@ -111,6 +114,7 @@ def cases(device, rng):
     cs += [one(n_hidden, "float32", 0.5, seed, b, hidden=True) for b in (256, 1024, 4096)]  # one seed, three blocks
     cs += [one(n, "float32", 0.2, rng.randint(0, 2**31 - 1), 1024, TAIL, hidden=True)
            for n in near_multiples(rng, (1024, 2048), 2, (1, 8), offsets=(-1, 1))]
+    cs += [one(sizes(rng, 1000, 5000)[0], "float32", 0.5, rng.randint(2**32, 2**63 - 1), 1024, BIG_SEED, hidden=True)]
     cs += [one(sizes(rng, 100_000, 200_000)[0], "float16", 0.5, rng.randint(0, 2**31 - 1), 512, FP16, hidden=True),
            one(sizes(rng, 100, 20_000)[0], "float32", rng.choice((0.1, 0.5, 0.9)), seed, 1024, BACKWARD,
                "dropout_backward", hidden=True)]
