@@ -145,14 +145,15 @@ BARE_HINT = ("不传 out（和其他可选参数），函数要自己分配形�
              "可选参数的默认值要和题目给的签名一致。")
 
 
-BARE_MAX_ELEMENTS = 1 << 18  # inputs of a bare case: a CPU run interprets its launches once more
+BARE_MAX_ELEMENTS = 1 << 18  # inputs of a bare case: one more interpreted call in the learner's notebook on CPU
 
 
 def bare_cases(cases: list[Case], reference: Callable | None) -> list[Case]:
     """For each function with tensor cases, one more case that calls it the way a user would: the required arguments
     only. The outputs are left out (the function allocates and returns them), and so is every keyword the spec takes
     with a default or does not take (``causal``, ``eps``, block sizes): the reference then uses the spec's defaults,
-    and the learner's function must use the same. Made from the function's public case (else any) whose sizes tell
+    and the learner's function must use the same. Its launches are not replayed, so it counts only when every other
+    correctness case passed (``grade.py``). Made from the function's public case (else any) whose sizes tell
     most apart, among those a CPU run also has."""
     import inspect
 
