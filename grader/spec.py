@@ -141,6 +141,7 @@ class Exercise:
         return cs + bare_cases(cs, self.reference)
 
 
+BARE_TAG = "不传 out 和可选参数"  # in the name of each bare case
 BARE_HINT = ("不传 out（和其他可选参数），函数要自己分配形状、dtype、device 都对的输出并返回它；"
              "可选参数的默认值要和题目给的签名一致。")
 
@@ -172,7 +173,7 @@ def bare_cases(cases: list[Case], reference: Callable | None) -> list[Case]:
         kwargs = tuple(k for k in c.kwargs if k in params and params[k].default is inspect.Parameter.empty)
         shapes = " ".join(f"{t.name}{tuple(t.shape)}" for t in c.inputs) or " ".join(f"{k}={c.scalars[k]}"
                                                                                   for k in c.call)
-        made.append(replace(c, name=f"{c.func}({', '.join(c.call + kwargs)}) 不传 out 和可选参数：{shapes} {c.dtype}",
+        made.append(replace(c, name=f"{c.func}({', '.join(c.call + kwargs)}) {BARE_TAG}：{shapes} {c.dtype}",
                             kwargs=kwargs, bare=True, hint=BARE_HINT, max_programs="",
                             scalars={k: v for k, v in c.scalars.items() if k in c.call or k in kwargs}))
     return made

@@ -33,6 +33,7 @@ import pytest
 import torch
 
 from grader import grade
+from grader.spec import BARE_TAG
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "fixtures" / "adversarial"))
@@ -76,7 +77,9 @@ def test_illegal_memory_access_does_not_poison_the_next_case_or_submission(tmp_p
     bad = grade.grade(_variant(tmp_path, IMA, "ima"), "cuda", cell_timeout=60, seed=11)
     correctness = [t for t in bad.tests if not t.name.startswith("性能")]
     ima = [t for t in correctness if t.name.startswith("n=7 ")]
-    rest = [t for t in correctness if not t.name.startswith("n=7 ")]
+    bare = [t for t in correctness if BARE_TAG in t.name]  # counts only when every other case passed
+    rest = [t for t in correctness if not t.name.startswith("n=7 ") and t not in bare]
+    assert bare and all(t.status == "failed" and "不计分" in t.message for t in bare), [(t.name, t.status) for t in bare]
     assert len(ima) == 2 and all(t.status in ("error", "crashed") and t.points == 0 for t in ima), \
         [(t.name, t.status, t.message[:200]) for t in ima]
     assert any("CUDA" in t.message or "illegal" in t.message for t in ima), [t.message[:300] for t in ima]
@@ -120,9 +123,10 @@ def test_reads_of_memory_nothing_wrote_fail_where_the_result_depends_on_them(tmp
     # runs atomic-free launches a second time with random bytes in the memory nothing defined and compares
     for seed, name in enumerate(("reads-its-own-output-first", "reads-scratch-from-empty-first"), 16):
         got = grade.grade(_variant(tmp_path, FIXTURES[name]["edit"], name), "cuda", cell_timeout=60, seed=seed)
-        correctness = [t for t in got.tests if not t.name.startswith("性能")]
+        correctness = [t for t in got.tests if not t.name.startswith("性能") and BARE_TAG not in t.name]
         assert correctness and all(t.status == "failed" and "还没有定义" in t.message for t in correctness), \
             (name, [(t.name, t.status, t.message[:200]) for t in correctness])
+        assert not any(t.points for t in got.tests if BARE_TAG in t.name)
     kept = grade.grade(_variant(tmp_path, FIXTURES["reads-its-output-and-drops-it"]["edit"], "drops"), "cuda",
                        cell_timeout=60, seed=18)
     assert all(t.status == "passed" for t in kept.tests if not t.name.startswith("性能")), \
