@@ -201,9 +201,6 @@ def _verdicts(ex, planned, run: execute.Execution, rp: execute.Replay, root: Pat
             tests.append(mk("error", f"评分单元出错：{cell['error'][-300:]}"))
         elif pc.case.mode == "perf" and not correct_so_far:
             tests.append(mk("failed", "正确性测试没有全部通过，不计性能分。"))
-        elif pc.case.bare and not correct_so_far:  # its launches are not replayed: it counts for a kernel judged right
-            tests.append(mk("failed", "其他正确性测试没有全部通过，这一项不计分：它在其余测试都通过之后，再检查只传必需参数、"
-                                      "不传 out 的调用（输出由函数自己分配并返回，可选参数用题目签名里的默认值）。"))
         elif rp.broken and pc.case.mode != "python":
             tests.append(mk("error", f"评分器的重放进程没能启动（不是你的错，请告诉老师）：{_last_line(rp.broken)}"))
         elif rp.fatal and pc.case.mode != "python":
@@ -222,6 +219,10 @@ def _verdicts(ex, planned, run: execute.Execution, rp: execute.Replay, root: Pat
             tests.append(mk("timeout", "整份作业的时间预算用完了，这个测试的重放没有运行或没有跑完。"))
         else:
             tests.append(compare.judge(ex, pc, workdir, replay_out, device, planned))
+            # a bare call's launches are not replayed: it counts only for a kernel the other cases judged right
+            if pc.case.bare and tests[-1].status == "passed" and not correct_so_far:
+                tests[-1] = mk("failed", "其他正确性测试没有全部通过，这一项不计分：它在其余测试都通过之后，再检查只传必需参数、"
+                                         "不传 out 的调用（输出由函数自己分配并返回，可选参数用题目签名里的默认值）。")
         if pc.case.mode != "perf" and not pc.case.bare and tests[-1].status != "passed":
             correct_so_far = False
     return tests
