@@ -45,14 +45,24 @@ def _cuda_ok(device: str) -> bool:
         return False
 
 
+def _as_returned(ret, outs: dict) -> list:
+    """What the function returned, one entry per expected output (a tuple counts as several only when several are
+    expected)."""
+    return list(ret) if isinstance(ret, (tuple, list)) and len(outs) > 1 else [ret]
+
+
+def _shares_input(got: list, in_bufs: dict) -> bool:
+    """Whether a returned tensor lives in the storage of one of the inputs."""
+    return any(isinstance(r, torch.Tensor) and r.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+               for r in got for b in in_bufs.values())
+
+
 def _returned(ret, outs: dict, in_bufs: dict) -> str:
-    views = list(outs.values())
-    got = list(ret) if isinstance(ret, (tuple, list)) and len(views) > 1 else [ret]
+    views, got = list(outs.values()), _as_returned(ret, outs)
     if all(isinstance(r, torch.Tensor) for r in got) and len(got) == len(views) and all(
             r.data_ptr() == v.data_ptr() and r.shape == v.shape and r.stride() == v.stride() for r, v in zip(got, views)):
         return "out"
-    if any(isinstance(r, torch.Tensor) and any(r.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-                                               for b in in_bufs.values()) for r in got):
+    if _shares_input(got, in_bufs):
         return "input"
     return "none" if ret is None else "other"
 
@@ -66,14 +76,13 @@ def _tensor_text(t) -> str:
 def _adopt(ret, outs: dict, in_bufs: dict) -> tuple[str, str]:
     """A bare call (no outputs passed): the tensors it returned become the outputs, copied into the grader's buffers.
     Returns (``out``, "") or (``input``/``wrong``, what came back against what should have)."""
-    views = list(outs.values())
-    got = list(ret) if isinstance(ret, (tuple, list)) and len(views) > 1 else [ret]
+    views, got = list(outs.values()), _as_returned(ret, outs)
     want = "、".join(_tensor_text(v) for v in views)
     if len(got) != len(views) or any(not isinstance(r, torch.Tensor) or r.shape != v.shape or r.dtype != v.dtype
                                      or r.device.type != v.device.type for r, v in zip(got, views)):
         shown = "、".join(_tensor_text(r) for r in got) if isinstance(ret, (tuple, list)) else _tensor_text(ret)
         return "wrong", f"返回的是 {shown[:200]}，应当是 {want}"
-    if any(r.untyped_storage().data_ptr() == b.untyped_storage().data_ptr() for r in got for b in in_bufs.values()):
+    if _shares_input(got, in_bufs):
         return "input", ""
     for r, v in zip(got, views):
         v.copy_(r)
