@@ -26,31 +26,32 @@ def guard_size(numel: int) -> int:
     return min(-(-max(4096, numel) // 64) * 64, 1 << 20)
 
 
+def _row_major(shape, step: int, gap: int) -> tuple[int, ...]:
+    """Strides of a row-major layout whose last dimension is ``step`` elements apart and whose every other dimension
+    sits ``gap`` elements further apart than what it holds."""
+    strides, acc = [step], step * shape[-1]
+    for s in reversed(shape[:-1]):
+        strides.append(acc + gap)
+        acc = (acc + gap) * s
+    return tuple(reversed(strides))
+
+
 def layout_strides(shape, layout: str) -> tuple[tuple[int, ...], int]:
     """Strides of a view with this layout and the number of storage elements it spans.
 
     ``padded``: the last dimension is contiguous, and each dimension before it sits 3 elements further
     apart than what it holds (rows of a matrix; also the matrices of a batch). ``transposed``: the last two
-    dimensions swapped (``base.transpose(-1, -2)``, ``base`` contiguous). 1-D and 0-D tensors are contiguous."""
+    dimensions swapped (``base.transpose(-1, -2)``, ``base`` contiguous). ``transposed_padded``: the same with
+    ``base`` padded (``x.stride() == (1, M + 3)``: neither stride is what the shape says). ``step2``: every other
+    element of padded rows (``base[:, ::2]``: ``x.stride() == (2 * N + 3, 2)``). 1-D and 0-D tensors are contiguous."""
     shape = tuple(shape)
     if layout == "contig" or len(shape) < 2:
-        strides, acc = [], 1
-        for s in reversed(shape):
-            strides.append(acc)
-            acc *= s
-        return tuple(reversed(strides)), max(acc, 1)
-    if layout == "padded":
-        strides, acc = [1], shape[-1]
-        for s in reversed(shape[:-1]):
-            strides.append(acc + 3)
-            acc = (acc + 3) * s
-        strides = tuple(reversed(strides))
-    elif layout == "transposed":
-        base, acc = [], 1
-        for s in reversed(shape[:-2] + (shape[-1], shape[-2])):
-            base.append(acc)
-            acc *= s
-        base = list(reversed(base))
+        strides = _row_major(shape, 1, 0) if shape else ()
+        return strides, max(int(np.prod(shape)) if shape else 1, 1)
+    if layout in ("padded", "step2"):
+        strides = _row_major(shape, 2 if layout == "step2" else 1, 3)
+    elif layout in ("transposed", "transposed_padded"):
+        base = list(_row_major(shape[:-2] + (shape[-1], shape[-2]), 1, 3 if layout == "transposed_padded" else 0))
         strides = tuple(base[:-2] + [base[-1], base[-2]])
     else:
         raise ValueError(f"unknown layout {layout!r}")

@@ -30,7 +30,8 @@ import torch
 
 DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8")
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
-LAYOUTS = ("contig", "padded", "transposed")
+ODD_LAYOUTS = ("transposed_padded", "step2")  # strides that are neither (N, 1), (N + 3, 1) nor (1, M)
+LAYOUTS = ("contig", "padded", "transposed") + ODD_LAYOUTS
 
 FILLS: dict[str, Callable] = {
     "randn": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64),
@@ -41,7 +42,24 @@ FILLS: dict[str, Callable] = {
     + 400 * (2 * torch.rand((*shape[:-1], 1), generator=g, dtype=torch.float64) - 1),
     "weight": lambda g, shape: 1 + 0.1 * torch.randn(shape, generator=g, dtype=torch.float64),
     "positive": lambda g, shape: torch.rand(shape, generator=g, dtype=torch.float64),
+    # integers over the whole int32 range, most above 2^24 in size: float32 cannot hold them
+    "full_int32": lambda g, shape: torch.randint(-2**31, 2**31, shape, generator=g, dtype=torch.int64).double(),
+    # each row far below zero (-1e5 to -2e4): "a very small number" such as -1e4 in place of -inf is larger than all
+    "far_negative": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64)
+    - (2e4 + 8e4 * torch.rand((*shape[:-1], 1), generator=g, dtype=torch.float64)),
+    # rising along each row from about 0 to about 400: the maximum of one part of a row is not the row's
+    "ramp": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64)
+    + torch.linspace(0, 400, shape[-1], dtype=torch.float64),
+    # about +100 in the first half of the last dimension and -100 in the second: with "near_100" on the other
+    # operand, every product is about +-1e4, partial sums pass float16's 65504 and the result is small
+    "halves": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64)
+    + 100 * torch.where(torch.arange(shape[-1]) < shape[-1] // 2, 1.0, -1.0).double(),
+    "near_100": lambda g, shape: 100 + torch.randn(shape, generator=g, dtype=torch.float64),
 }
+# the tolerance of a "halves" @ "near_100" case: float32 partial sums of up to about 7e5 round by up to 0.03 at each
+# step along K, so a result near 0 carries an error of a few units in any float32 accumulation order (a float16
+# accumulator or a float16 dot result overflows to inf instead)
+HALVES_TOL = (8.0, 1e-2)
 
 
 @dataclass(frozen=True)
@@ -51,7 +69,8 @@ class Tensor:
     fill: a name of :data:`FILLS` or a function ``(generator, shape) -> float64 tensor`` (integer
     inputs: return integral values). layout: ``contig``; ``padded`` (rows 3 elements further apart
     than their length, and the matrices of a batch 3 elements further apart than theirs);
-    ``transposed`` (the last two dimensions of a contiguous tensor swapped, ``.transpose(-1, -2)``).
+    ``transposed`` (the last two dimensions of a contiguous tensor swapped, ``.transpose(-1, -2)``);
+    ``transposed_padded`` and ``step2`` (strides that are neither of those: see ``buffers.layout_strides``).
     dtype: ``None`` means the case's dtype.
     """
 

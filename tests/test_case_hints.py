@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader import registry
+from grader.spec import ODD_LAYOUTS
 
 SOURCES = Path(__file__).resolve().parent.parent / "grader" / "exercise_src"
 SEEDS = range(1000)
@@ -45,6 +46,16 @@ def _dim(case, tensor: str, axis: int) -> int:
 
 def _pow2(n: int) -> bool:
     return n & (n - 1) == 0
+
+
+def _fill(case, tensor: str):
+    return next(t.fill for t in case.inputs if t.name == tensor)
+
+
+def _cancels(case, k_axis: int) -> bool:
+    """float16, a about +100 then -100 along K, b about 100: 16 products of about 1e4 already pass 65504."""
+    return (case.dtype == "float16" and _fill(case, "a") == "halves" and _fill(case, "b") == "near_100"
+            and _dim(case, "a", k_axis) >= 32)
 
 
 def _off(case, block, *dims_blocks) -> bool:
@@ -92,6 +103,25 @@ CLAIMS = {
     ("ex09_dropout", "FP16"): lambda c, blk: c.dtype == "float16",
     ("ex09_dropout", "BIG_SEED"): lambda c, blk: c.scalars["seed"] >= 2**32,
     ("ex12_flash_attention_backward", "HEADS"): lambda c, blk: _dim(c, "q", 0) > 1 and _dim(c, "q", 1) > 1,
+    ("ex02_softmax", "VERY_WIDE"): lambda c, blk: 4096 < _dim(c, "x", 1) <= 8192,
+    ("ex05_layernorm", "VERY_WIDE"): lambda c, blk: 4096 < _dim(c, "x", 1) <= 8192,
+    ("ex02_softmax", "FAR"): lambda c, blk: _fill(c, "x") == "far_negative" and not _pow2(_dim(c, "x", 1)),
+    ("ex02_softmax", "RAMP"): lambda c, blk: _fill(c, "x") == "ramp" and _dim(c, "x", 1) > 1024,
+    ("ex07_flash_attention", "FAR"): lambda c, blk: c.scalars["causal"] and 32 * 40 * _dim(c, "q", 3) ** 0.5 > 1e4,
+    ("ex07_flash_attention", "ZERO"): lambda c, blk: c.scalars["sm_scale"] == 0.0,
+    ("ex12_flash_attention_backward", "ZERO"): lambda c, blk: c.scalars["sm_scale"] == 0.0,
+    ("ex04_group_m_swizzle", "GM1"): lambda c, blk: c.scalars["GROUP_M"] == 1 and c.scalars["num_pid_m"] > 1,
+    ("ex04_group_m_swizzle", "ONE_GROUP"): lambda c, blk: 1 < c.scalars["num_pid_m"] < c.scalars["GROUP_M"],
+    ("ex04_group_m_swizzle", "MANY"): lambda c, blk: c.scalars["num_pid_m"] * c.scalars["num_pid_n"] > 1024,
+    ("ex10_layernorm_backward", "G_ABOVE_M"): lambda c, blk: c.scalars["G"] > _dim(c, "x", 0),
+    ("ex10_layernorm_backward", "FP16_ROWS"): lambda c, blk: c.dtype == "float16" and _dim(c, "x", 0) / c.scalars["G"] >= 200
+    and _fill(c, "dy").__name__ == "_big_first_row",
+    ("ex03_matmul", "CANCEL"): lambda c, blk: _cancels(c, 1),
+    ("dr07_batched_dot", "CANCEL"): lambda c, blk: _cancels(c, 2),
+    ("ex11_persistent_matmul", "CANCEL"): lambda c, blk: _cancels(c, 1),
+    **{(ex, "ODD"): lambda c, blk: any(t.layout in ODD_LAYOUTS for t in (*c.inputs, *c.outputs))
+       for ex in ("ex03_matmul", "ex06_transpose", "dr03_strided_copy_2d", "dr04_gather", "dr06_tile_transpose",
+                  "dr07_batched_dot")},
 }
 
 

@@ -15,9 +15,9 @@
 # **规则**（评分器会检查）
 #
 # - 拷贝由你的 Triton kernel 完成；在包装函数里用 torch 拷贝（`out.copy_(x)`、`x.clone()`、`.contiguous()`）记 0 分。结果必须逐位相等。
-# - 测试里有连续的 `x`、行之间有空隙的 `x`（`x.stride(0) > N`）和转置视图（`x.stride() == (1, M)`），
+# - 测试里有连续的 `x`、行之间有空隙的 `x`（`x.stride(0) > N`）、转置视图（`x.stride() == (1, M)`）和别的 stride（例如隔列取的 `base[:, ::2]`），
 #   还有 int32 的 `x`（值会用满 int32 的范围，远超 2^24）：同一个 kernel 对任何元素类型都能用，不要经过 float32。
-# - `out` 也可能不是连续的（行间有空隙或转置视图）；测试还会传入不同的 `BLOCK_M`、`BLOCK_N`（两者不一定相等）。
+# - `out` 也可能不是连续的（行间有空隙、转置视图或别的 stride，也可能和 `x` 的 stride 相同）；测试还会传入不同的 `BLOCK_M`、`BLOCK_N`（两者不一定相等）。
 # %% id=dr03-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -85,20 +85,20 @@ EXACT = "M、N 正好是 64/128/256 的整数倍或差 1：grid 用 triton.cdiv�
 BLOCKS = ("BLOCK_M 和 BLOCK_N 不相等：grid 是 (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))，"
           "行块用 BLOCK_M、列块用 BLOCK_N，不要混用。")
 OUT = "out 不是连续的（行间有空隙或转置视图）：写 out 的地址用 rm * out.stride(0) + rn * out.stride(1)，不要用 N 和 1。"
+ODD = ("这个测试的 x、out 的 stride 既不是 (N, 1) 也不是 (1, M)（例如 base[:, ::2]，或行间有空隙的矩阵的转置）："
+       "四个 stride 都用 .stride() 传进 kernel，不要按布局去猜。")
+SAME = ("x 和 out 的 stride 相同、但都不连续（行间有空隙）：不能把它们当成一段连续内存整段拷贝"
+        "（会漏掉后面的元素、写进行间的空隙），仍然按 (i, j) 和各自的 stride 拷贝。")
 WIDEINT = ("int32 的值超过 2^24（用满整个范围）：读进来的块原样写回，不要 .to(tl.float32)"
            "（float32 只有 24 位有效数字，大整数会被舍入）。")
 
 
-def full_int32(g, shape):
-    """Integers over the whole int32 range (most above 2^24 in size: float32 cannot hold them)."""
-    return torch.randint(-2**31, 2**31, shape, generator=g, dtype=torch.int64).double()
-
-
 def cases(device, rng):
     def one(m, n, dt, layout="contig", hint=TAIL, fill="randn", blocks=None, out="contig", **kw):
-        tag = {"padded": " 行间有空隙", "transposed": " 转置视图"}.get(layout, "")
-        tag += {"padded": " out 行间有空隙", "transposed": " out 是转置视图"}.get(out, "")
-        tag += " 值用满 int32" if fill is full_int32 else ""
+        odd = {"transposed_padded": " {}是行间有空隙的矩阵的转置", "step2": " {}隔列取"}
+        tag = {"padded": " 行间有空隙", "transposed": " 转置视图", **odd}.get(layout, "").format("x ")
+        tag += {"padded": " out 行间有空隙", "transposed": " out 是转置视图", **odd}.get(out, "").format("out ")
+        tag += " 值用满 int32" if fill == "full_int32" else ""
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
             kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"))
@@ -111,14 +111,16 @@ def cases(device, rng):
           one(60, 70, "float32", hint=BLOCKS, blocks=(64, 16), public=True),
           one(70, 45, "float32", hint=BLOCKS + " " + OUT, blocks=(16, 64), out="transposed"),
           one(40, 50, "float32", "transposed", OUT, out="padded"),
-          one(20, 30, "int32", "padded", WIDEINT, fill=full_int32)]
+          one(20, 30, "int32", "padded", WIDEINT, fill="full_int32"), one(20, 30, "float32", "padded", SAME, out="padded")]
     m, n = near_multiples(rng, (64, 128, 256), 2, (1, 2))
     cs += [one(m, n, "float32", hint=EXACT, hidden=True),
            one(*sizes(rng, 65, 200, 2), "float32", "transposed", STRIDE, hidden=True),
            one(*sizes(rng, 65, 200, 2), "float16", "padded", STRIDE, hidden=True),
            one(*sizes(rng, 3, 9, 1), *sizes(rng, 257, 700, 1), "float32", "padded", STRIDE, hidden=True),
            one(*sizes(rng, 257, 700, 1), *sizes(rng, 3, 9, 1), "float32", "transposed", STRIDE, hidden=True),
-           one(*sizes(rng, 33, 200, 2), "int32", "transposed", STRIDE, fill="large", hidden=True)]
+           one(*sizes(rng, 33, 200, 2), "int32", "transposed", STRIDE, fill="large", hidden=True),
+           one(29, 37, "float32", "transposed_padded", ODD, out="step2"),
+           one(*sizes(rng, 30, 150, 2), "float32", "step2", ODD, out="transposed_padded", hidden=True)]
     return cs
 
 

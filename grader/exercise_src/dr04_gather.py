@@ -17,7 +17,8 @@
 #
 # - 结果由你的 Triton kernel 读出来并写进 `out`，`return out`；`table[idx]`、`torch.index_select` 记 0 分。
 # - 评分器会检查越界读：`idx` 最后一块里超出 `n` 的位置也不能读。
-# - `table` 和 `out` 都不一定连续（`out` 可能行间有空隙）：地址用它们各自的两个 stride。
+# - `table` 和 `out` 都不一定连续（`out` 可能行间有空隙、是转置视图，两者也可能是别的 stride，例如隔列取的 `base[:, ::2]`）：
+#   地址用它们各自的两个 stride。
 # - 测试会传入不同的 `BLOCK_N`、`BLOCK_D`。
 # %% id=dr04-setup role=setup
 import tcourse
@@ -87,6 +88,8 @@ WIDE = "D 比 BLOCK_D 大：grid 的第二维是 triton.cdiv(D, BLOCK_D)，每�
 STRIDE = "表的行之间有空隙：第 src 行的起点是 src * table.stride(0)，不是 src * D。"
 TSTRIDE = "表是转置视图（table.stride() == (1, V)）：地址是 src * table.stride(0) + cols * table.stride(1)，列方向也要乘 stride。"
 OUT = "out 行间有空隙：写 out 的地址用 rows * out.stride(0) + cols * out.stride(1)，不要用 D 和 1。"
+ODD = ("这个测试的 table、out 的 stride 既不是 (列数, 1) 也不是 (1, 行数)（例如 base[:, ::2]，或行间有空隙的矩阵的转置），"
+       "或者 out 是转置视图：四个 stride 都用 .stride() 传进 kernel，不要按布局去猜。")
 BLOCKS = ("BLOCK_N 和 BLOCK_D 换了大小：grid 是 (triton.cdiv(n, BLOCK_N), triton.cdiv(D, BLOCK_D))，"
           "行块用 BLOCK_N、列块用 BLOCK_D，不要混用。")
 
@@ -105,8 +108,10 @@ def cases(device, rng):
     def one(v, d, n, dt, layout="contig", hint=None, blocks=None, out="contig", **kw):
         bn, bd = blocks or (16, 64)
         hint = (TAIL if n % bn or d % bd else EXACT) if hint is None else hint
+        odd = {"transposed_padded": "是行间有空隙的矩阵的转置", "step2": "隔列取"}
         tag = {"padded": " 表的行间有空隙", "transposed": " 表是转置视图"}.get(layout, "")
-        tag += " out 行间有空隙" if out == "padded" else ""
+        tag += {"padded": " out 行间有空隙", "transposed": " out 是转置视图"}.get(out, "")
+        tag += "".join(f" {name}{odd[lay]}" for name, lay in (("表", layout), ("out ", out)) if lay in odd)
         if blocks:
             tag += f" BLOCK_N={blocks[0]} BLOCK_D={blocks[1]}"
             kw.update(scalars={"BLOCK_N": blocks[0], "BLOCK_D": blocks[1]}, kwargs=("BLOCK_N", "BLOCK_D"))
@@ -122,7 +127,9 @@ def cases(device, rng):
     n, d = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(*sizes(rng, 100, 1000, 1), d, n, "float32", hidden=True),
            one(*sizes(rng, 20, 200, 1), *sizes(rng, 65, 200, 2), "float32", "padded", STRIDE, hidden=True),
-           one(*sizes(rng, 5, 50, 1), *sizes(rng, 33, 100, 1), *sizes(rng, 257, 600, 1), "float16", hidden=True)]
+           one(*sizes(rng, 5, 50, 1), *sizes(rng, 33, 100, 1), *sizes(rng, 257, 600, 1), "float16", hidden=True),
+           one(40, 37, 29, "float32", "transposed_padded", ODD, out="step2"),
+           one(*sizes(rng, 20, 100, 1), *sizes(rng, 20, 100, 2), "float32", "step2", ODD, out="transposed", hidden=True)]
     return cs
 
 

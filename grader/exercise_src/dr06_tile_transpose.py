@@ -18,7 +18,7 @@
 # - 结果由你的 Triton kernel 算出来并写进 `out`；在包装函数里转置 `y`（`y.t()`、`y.T`、`y.mT`、`transpose`、`permute`、
 #   `swapdims`、`movedim`、`as_strided` 等）、`.contiguous()` 和 torch 的加法记 0 分。
 # - `BLOCK_M` 和 `BLOCK_N` 默认不相等：形状搞错时 Triton 会直接报形状不匹配，而不是悄悄算错。
-# - `y` 可能行间有空隙，也可能本身是转置视图：用 `y` 的 stride。`x` 和 `out` 也一样不一定连续，
+# - `y` 可能行间有空隙，也可能本身是转置视图或别的 stride（例如隔列取的 `base[:, ::2]`）：用 `y` 的 stride。`x` 和 `out` 也一样不一定连续，
 #   都用它们自己的 stride；测试还会传入别的 `BLOCK_M`、`BLOCK_N`。
 # %% id=dr06-setup role=setup
 import tcourse
@@ -86,15 +86,17 @@ TRANS = "out[i, j] = x[i, j] + y[j, i]：y 块要按 y 的行 rn、列 rm 读，
 STRIDE = "y 不是连续的（行间有空隙或转置视图）：y 的地址用 y.stride(0)（沿 N）和 y.stride(1)（沿 M）。"
 XSTRIDE = "x 不是连续的（转置视图或行间有空隙）：x 的地址用 rm * x.stride(0) + rn * x.stride(1)，不要用 N 和 1。"
 OUT = "out 不是连续的（行间有空隙或转置视图）：写 out 的地址用 rm * out.stride(0) + rn * out.stride(1)，不要用 N 和 1。"
+ODD = ("这个测试的 x、y、out 的 stride 既不是 (列数, 1) 也不是 (1, 行数)（例如 base[:, ::2]，或行间有空隙的矩阵的转置）："
+       "六个 stride 都用 .stride() 传进 kernel，不要按布局去猜。")
 BLOCKS = ("换了 BLOCK_M、BLOCK_N：grid 是 (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))，"
           "行块用 BLOCK_M、列块用 BLOCK_N，不要混用。")
 
 
 def cases(device, rng):
     def one(m, n, dt, layout="contig", hint=TAIL, x="contig", out="contig", blocks=None, **kw):
-        tag = {"padded": " x 行间有空隙", "transposed": " x 是转置视图"}.get(x, "")
-        tag += {"padded": " y 行间有空隙", "transposed": " y 是转置视图"}.get(layout, "")
-        tag += {"padded": " out 行间有空隙", "transposed": " out 是转置视图"}.get(out, "")
+        lay = {"padded": " {} 行间有空隙", "transposed": " {} 是转置视图", "transposed_padded": " {} 是行间有空隙的矩阵的转置",
+               "step2": " {} 隔列取", "contig": ""}
+        tag = lay[x].format("x") + lay[layout].format("y") + lay[out].format("out")
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
             kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"))
@@ -112,7 +114,9 @@ def cases(device, rng):
     cs += [one(m, n, "float32", hint=TRANS, hidden=True),
            one(*sizes(rng, 65, 160, 2), "float32", "padded", STRIDE, hidden=True),
            one(*sizes(rng, 3, 9, 1), *sizes(rng, 257, 500, 1), "float32", hint=TRANS, hidden=True),
-           one(*sizes(rng, 65, 160, 2), "float16", "transposed", STRIDE, hidden=True)]
+           one(*sizes(rng, 65, 160, 2), "float16", "transposed", STRIDE, hidden=True),
+           one(29, 37, "float32", "step2", ODD, x="transposed_padded", out="step2"),
+           one(*sizes(rng, 20, 100, 2), "float32", "transposed_padded", ODD, x="step2", out="transposed_padded", hidden=True)]
     return cs
 
 

@@ -20,7 +20,8 @@
 # - 结果由你的 Triton kernel 算出来并写进 `out`；`torch.bmm`、`@`、`torch.matmul` 记 0 分。
 # - 测试的 `M`、`N`、`K` 从 1 到 64 都有（包括 17、33 这种刚过 2 的幂的和 63 这种差一点到的）；float32 和 float16，累加用 float32。
 # - `a`、`b`、`out` 不一定连续：批次之间、行之间可能有空隙，`a` 或 `b` 也可能是最后两维交换过的视图
-#   （`.transpose(1, 2)`）。9 个 stride 都要用上。
+#   （`.transpose(1, 2)`），或是别的 stride（例如最后一维隔一个取）。9 个 stride 都要用上。
+# - float16 的乘积和部分和可能超过 float16 的最大值 65504（最后的结果却不大）：`tl.dot` 用默认的 float32 输出。
 # %% id=dr07-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -89,31 +90,40 @@ def batched_dot(a, b, out=None):
 from grader import selfcheck
 selfcheck.check("dr07_batched_dot", globals())
 # %% id=dr07-grading role=grading
-from grader.spec import Case, Exercise, Tensor, sizes
+from grader.spec import HALVES_TOL, Case, Exercise, Tensor, sizes
 
 TAIL = "M、N、K 有的比块小（块是至少 16 的 2 的幂）：a 块按 M、K mask，b 块按 K、N mask（都 other=0.0），写回按 M、N mask。"
 SMALL_K = "float16 输入、K 只有 5：BLOCK_K 仍要至少 16（tl.dot 对 16 位输入的要求，GPU 上编译不过就记错）。"
 BLOCKS = "有的维度超过 32：块大小按维度选，max(16, triton.next_power_of_2(d))，不要写死。"
 BATCH = "批次之间有空隙：批次 i 的起点是 i * a.stride(0)（b、out 同理）：用 stride，不要用 M * K。"
 STRIDE = "不是连续的张量：行内、行间、批次之间的距离各用各的 stride（a 的三个、b 的三个、out 的三个），不要假设哪一个是 1。"
-TAG = {"padded": "有空隙", "transposed": "是转置视图"}
+ODD = ("这个测试的 a、b、out 的 stride 都不是连续、行间有空隙或转置视图那几种（例如最后一维隔一个取，或有空隙的矩阵的转置）："
+       "9 个 stride 都用 .stride() 传进 kernel，不要按布局去猜。")
+CANCEL = ("float16 输入，a 的前一半列约 +100、后一半约 -100，b 约 100：每个乘积约 ±1e4，部分和超过 float16 的最大值 65504，"
+          "最后的结果却不大。tl.dot 用默认的 float32 输出，只在 store 时转回 float16（不要写 out_dtype=tl.float16）。")
+TAG = {"padded": "有空隙", "transposed": "是转置视图", "transposed_padded": "是有空隙的矩阵的转置", "step2": "最后一维隔一个取"}
 
 
 def cases(device, rng):
-    def one(bs, m, n, k, dt, hint=TAIL, a="contig", b="contig", out="contig", **kw):
+    def one(bs, m, n, k, dt, hint=TAIL, a="contig", b="contig", out="contig", fills=("randn", "randn"), **kw):
         tags = "".join(f" {name} {TAG[lay]}" for name, lay in (("a", a), ("b", b), ("out", out)) if lay != "contig")
+        tags += " a 前半 +100 后半 -100、b 约 100" if fills[0] == "halves" else ""
         return Case(f"B={bs} M={m} N={n} K={k} {dt}{tags}", dt,
-                    (Tensor("a", (bs, m, k), layout=a), Tensor("b", (bs, k, n), layout=b)), call=("a", "b"),
+                    (Tensor("a", (bs, m, k), fills[0], a), Tensor("b", (bs, k, n), fills[1], b)), call=("a", "b"),
                     outputs=(Tensor("out", (bs, m, n), layout=out),), hint=hint, **kw)
 
     cs = [one(1, 1, 1, 1, "float32", public=True), one(3, 5, 7, 9, "float32", public=True),
           one(4, 16, 16, 16, "float32", BATCH, a="padded", out="padded"), one(2, 33, 17, 31, "float32", public=True),
           one(5, 64, 40, 63, "float32", BLOCKS, public=True), one(3, 20, 24, 33, "float16", public=True),
           one(3, 20, 24, 17, "float32", STRIDE, a="transposed", b="padded", public=True),
-          one(4, 24, 20, 30, "float16", STRIDE, b="transposed", out="padded"), one(3, 5, 7, 5, "float16", SMALL_K)]
+          one(4, 24, 20, 30, "float16", STRIDE, b="transposed", out="padded"), one(3, 5, 7, 5, "float16", SMALL_K),
+          one(2, 9, 12, 40, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL)]
     cs += [one(rng.randint(9, 20), *sizes(rng, 33, 64, 3), "float32", BLOCKS, hidden=True),
            one(rng.randint(5, 12), *sizes(rng, 2, 31, 3), "float32", TAIL, hidden=True),
-           one(rng.randint(5, 12), *sizes(rng, 17, 64, 3), "float16", TAIL, hidden=True)]
+           one(rng.randint(5, 12), *sizes(rng, 17, 64, 3), "float16", TAIL, hidden=True),
+           one(3, 29, 37, 45, "float32", ODD, a="transposed_padded", b="step2", out="step2"),
+           one(rng.randint(2, 6), *sizes(rng, 17, 64, 3), "float32", ODD, a="step2", b="transposed_padded",
+               out="transposed_padded", hidden=True)]
     return cs
 
 

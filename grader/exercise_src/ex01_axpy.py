@@ -136,7 +136,8 @@ def cases(device, rng):
     cs += [one(n, "float32", f"{SCALAR}{BLOCK}", a=a, block=rng.choice((256, 512, 2048)), hidden=True)
            for n in sizes(rng, 3000, 9000)]
     if device == "cuda":
-        cs += [one(1025, "bfloat16"), one(100_003, "bfloat16"),
+        # more than 65535 programs (the grid's limit in y and z, not in x): 60 s a launch in the CPU interpreter
+        cs += [one(1025, "bfloat16"), one(100_003, "bfloat16"), one(65535 * 16 + 3001, "float32", BIG, block=16),
                Case("性能 n=2^24 float32", "float32", mode="perf", points=2.0,
                     perf={"shapes": {"x": [1 << 24], "y": [1 << 24]}, "outputs": {"out": [1 << 24]}, "scalars": {"a": -1.75},
                           "call": ["a", "x", "y"], "nbytes": 3 * 4 * (1 << 24)})]

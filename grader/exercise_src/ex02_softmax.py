@@ -15,7 +15,8 @@
 # - 写进参数 `out` 并返回它；不要修改 `x`。行与行之间可能有 stride（用 `x.stride(0)`）；
 #   `out` 也可能是行间有空隙的视图（用 `out.stride(0)`，它和 `x.stride(0)` 不一定相同）。
 # - float16 输入也要支持：在 kernel 里先转成 float32 再算（`x.to(tl.float32)`），存回时 `tl.store` 会按 `out` 的类型转换。
-# - 评分器会测：列数 1、质数、127/129、781（GPU 上还有 1000 列的 bfloat16），以及数值很大的输入（约 ±150）、每行整体平移不同大数（-400 到 400）的输入。
+# - 列数最多 8192。评分器会测：列数 1、质数、127/129、781、4096 以上（GPU 上还有 1000 列的 bfloat16），以及数值很大的输入（约 ±150）、
+#   每行整体平移不同大数（-400 到 400）的输入、每行都在 -1e5 到 -2e4 之间的输入、沿行从 0 增大到约 400 的宽行。
 # %% id=ex02-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -90,6 +91,12 @@ BIG = "这个测试的输入很大（约 ±150）：不先减去每行的最大�
 ROWS = ("这个测试每行整体平移了不同的量（-400 到 400 之间）：要减的是每一行自己的最大值，"
         "不是一个对所有行都一样的数（那样有的行 exp 溢出成 inf，有的行全部下溢成 0）。")
 STRIDE = "这个测试的行之间有空隙（x.stride(0) > n_cols）：行的起点要用 row * x.stride(0)，不要用 row * n_cols。"
+VERY_WIDE = ("这一行超过 4096 列（最多 8192）：BLOCK_SIZE = triton.next_power_of_2(n_cols)，不要给它设一个更小的上限"
+             "（超出上限的列就没有算）。")
+FAR = ("这个测试每行的值都在 -1e5 到 -2e4 附近：被 mask 掉的列要读成 -inf（other=-float('inf')），"
+       "-1e4 这样的“很小的数”比这一行所有的值都大，会被当成最大值。")
+RAMP = ("这一行很宽，值沿行从 0 增大到约 400：减去的必须是整行的最大值。按块处理一行时，每一块都要更新最大值并把之前的和"
+        "乘 exp(m_old - m_new)；只用第一块的最大值，后面的块 exp 会溢出成 inf。")
 OSTRIDE = ("这个测试的 out 是行间有空隙的视图（out.stride(0) > n_cols，x 是连续的）：写回时行的起点要用 "
            "row * out.stride(0)，不要用 row * n_cols 或 row * x.stride(0)。")
 
@@ -98,6 +105,7 @@ def cases(device, rng):
     def one(m, n, dt, fill="randn", hint=None, layout="contig", out_layout="contig", **kw):
         hint = (TAIL if n & (n - 1) else "") if hint is None else hint  # TAIL is about a width that is no power of 2
         tag = (" 大数值" if fill == "large" else "") + (" 每行偏移不同" if fill == "row_offsets" else "") + \
+            (" 每行都很负" if fill == "far_negative" else "") + (" 沿行递增到约 400" if fill == "ramp" else "") + \
             (" 行间有空隙" if layout == "padded" else "") + \
             (" out 行间有空隙" if out_layout == "padded" else "")
         return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout),), call=("x",),
@@ -117,6 +125,10 @@ def cases(device, rng):
     cs += [one(rng.randint(3, 9), n, "float32", "large", BIG, layout="padded", hidden=True) for n in sizes(rng, 200, 900)]
     cs += [one(rng.randint(2, 6), n, "float32", hint=OSTRIDE, out_layout="padded", hidden=True) for n in sizes(rng, 30, 600)]
     cs += [one(rng.randint(6, 12), n, "float16", "row_offsets", ROWS, hidden=True) for n in sizes(rng, 50, 400)]
+    cs += [one(rng.randint(2, 3), n, "float32", hint=VERY_WIDE, hidden=True) for n in sizes(rng, 4097, 8192)]
+    cs += [one(rng.randint(2, 6), n, "float32", "far_negative", FAR, hidden=True)
+           for n in sizes(rng, 30, 600, avoid=tuple(1 << i for i in range(10)))]
+    cs += [one(rng.randint(2, 4), n, "float32", "ramp", RAMP, hidden=True) for n in sizes(rng, 1025, 3000)]
     if device == "cuda":
         cs += [one(17, 1000, "bfloat16"),
                Case("性能 (4096, 4000) float32", "float32", mode="perf", points=2.0,

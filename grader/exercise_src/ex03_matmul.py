@@ -14,8 +14,9 @@
 #
 # - 结果必须由你的 Triton kernel 算出来；`torch.matmul`、`@` 等记 0 分。
 # - 写进 `out` 并返回；不要修改 `a`、`b`。
-# - 输入不一定是连续的：有的测试里 `a` 或 `b` 是转置视图、`a` 的行之间有空隙；`out` 也可能是行间有空隙的视图
-#   或转置视图。`a`、`b`、`out` 都用 `.stride()`。
+# - 输入不一定是连续的：有的测试里 `a` 或 `b` 是转置视图、`a` 的行之间有空隙，也有别的 stride（例如隔列取的
+#   `base[:, ::2]`）；`out` 也可能是行间有空隙的视图或转置视图。`a`、`b`、`out` 都用 `.stride()`，不要按布局猜。
+# - float16 的乘积和沿 K 的部分和可能超过 float16 的最大值 65504（最后的结果却不大）：`acc` 用 float32。
 # - 测试会传入不同的 `BLOCK_M`、`BLOCK_N`、`BLOCK_K`（例如 `BLOCK_M=64, BLOCK_N=16, BLOCK_K=32`），三者不一定相等。
 # - 形状包括 1x1x1、质数、33x31x65（块大小 ±1）、100x60x130 和每次重新抽取的隐藏形状；float32 和 float16（GPU 上还有 bfloat16）。
 # %% id=ex03-setup role=setup
@@ -117,7 +118,7 @@ rows = rt.live_or_recorded("ex03_matmul_config_sweep", config_sweep, what="matmu
 for row in rows or []:
     print(f"{row['config']:<36} triton {row['triton_TFLOPs']:6.1f} TFLOP/s   torch {row['torch_TFLOPs']:6.1f} TFLOP/s")
 # %% id=ex03-grading role=grading
-from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+from grader.spec import HALVES_TOL, Case, Exercise, Tensor, near_multiples, sizes
 
 TAIL = "M/N/K 不是块大小的整数倍：A、B 的 tl.load 要按 M/N 和 K 两个方向 mask（other=0.0），C 的 tl.store 按 M/N mask。"
 STRIDE = "这个测试的输入不是连续存放的：指针偏移必须用 a.stride(0)/a.stride(1)/b.stride(0)/b.stride(1)，不要假设 stride。"
@@ -129,13 +130,21 @@ BLOCKS = ("这个测试传入了互不相等的 BLOCK_M/BLOCK_N/BLOCK_K：grid =
 ASTRIDE = "这个测试的 a 是转置视图（a.stride(1) != 1）：A 块的指针要乘 stride_ak（rk[None, :] * stride_ak），不要假设 a 的列是连续的。"
 OSTRIDE = ("这个测试的 out 不是连续的（行间有空隙或转置视图）：store 的指针用 out.stride(0)/out.stride(1)"
            "（rm[:, None] * stride_om + rn[None, :] * stride_on），不要用 N 或 1。")
+ODD = ("这个测试的 a、b、out 的 stride 既不是 (列数, 1) 也不是 (1, 行数)（例如 base[:, ::2]，或行间有空隙的矩阵的转置）："
+       "六个 stride 都用 .stride() 传进 kernel，不要按布局去猜。")
+CANCEL = ("float16 输入，a 的前一半列约 +100、后一半约 -100，b 约 100：每个乘积约 ±1e4，沿 K 的部分和超过 float16 的最大值 "
+          "65504，最后的结果却不大。tl.dot 用默认的 float32 输出，累加在 float32 的 acc 里，只在 store 时转回 float16"
+          "（不要写 out_dtype=tl.float16，acc 也不要是 float16）。")
 
 
 def cases(device, rng):
     def one(m, n, k, dt, a_layout="contig", b_layout="contig", hint=TAIL, fill="randn", out_layout="contig", blocks=None,
             **kw):
-        lay = {"padded": " {} 行间有空隙", "transposed": " {} 是转置视图", "contig": ""}
+        lay = {"padded": " {} 行间有空隙", "transposed": " {} 是转置视图", "contig": "",
+               "transposed_padded": " {} 是行间有空隙的矩阵的转置", "step2": " {} 隔列取"}
+        a_fill, b_fill = fill if isinstance(fill, tuple) else (fill, fill)
         tag = lay[a_layout].format("a") + lay[b_layout].format("b") + (" 全正" if fill == "positive" else "")
+        tag += " a 前半 +100 后半 -100、b 约 100" if a_fill == "halves" else ""
         tag += lay[out_layout].format("out")
         scalars, kwargs = {}, ()
         if blocks:
@@ -143,7 +152,7 @@ def cases(device, rng):
             kwargs = tuple(scalars)
             tag += " " + " ".join(f"{k}={v}" for k, v in scalars.items())
         return Case(f"M={m} N={n} K={k} {dt}{tag}", dt,
-                    (Tensor("a", (m, k), fill, a_layout), Tensor("b", (k, n), fill, b_layout)), scalars,
+                    (Tensor("a", (m, k), a_fill, a_layout), Tensor("b", (k, n), b_fill, b_layout)), scalars,
                     call=("a", "b"), kwargs=kwargs, outputs=(Tensor("out", (m, n), layout=out_layout),), hint=hint, **kw)
 
     cs = [one(1, 1, 1, "float32", public=True), one(7, 13, 5, "float32", public=True),
@@ -154,12 +163,16 @@ def cases(device, rng):
           one(40, 70, 100, "float16", hint=BLOCKS, blocks=(16, 32, 64)),
           one(50, 30, 45, "float32", a_layout="transposed", hint=ASTRIDE),
           one(40, 30, 50, "float32", out_layout="padded", hint=OSTRIDE),
-          one(30, 40, 35, "float16", out_layout="transposed", hint=OSTRIDE)]
+          one(30, 40, 35, "float16", out_layout="transposed", hint=OSTRIDE),
+          one(20, 24, 96, "float16", fill=("halves", "near_100"), hint=CANCEL, tol=HALVES_TOL)]
     m, n = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(m, n, k, "float32", hint=KLOOP, hidden=True) for k in sizes(rng, 300, 700)]
     cs += [one(*sizes(rng, 65, 200, 2), sizes(rng, 257, 600)[0], "float32", b_layout="transposed", hint=STRIDE,
                hidden=True)]
     cs += [one(*sizes(rng, 20, 40, 2), 4096, "float16", fill="positive", hint=ACC, tol=(1.0, 1e-3), hidden=True)]
+    cs += [one(29, 37, 45, "float32", "transposed_padded", "step2", ODD, out_layout="step2"),  # every odd layout on
+           one(*sizes(rng, 20, 70, 3), "float32", "step2", "transposed_padded", ODD, out_layout="transposed_padded",
+               hidden=True)]  # every tensor, once fixed and once hidden
     cs += [one(*sizes(rng, 30, 100, 3), "float32", hint=BLOCKS, blocks=tuple(rng.sample((16, 32, 64), 3)), hidden=True)]
     if device == "cuda":
         cs += [one(100, 60, 130, "bfloat16"),

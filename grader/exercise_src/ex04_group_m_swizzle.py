@@ -122,6 +122,12 @@ PARTIAL = ("最后一组不满、但有 2 行以上（num_pid_m 不是 GROUP_M �
            "只有组满时 pid // GROUP_M 这类写法才碰巧对。")
 
 
+GM1 = "GROUP_M=1：每组只有一行，顺序就是按行（pid_m = pid // num_pid_n），通用公式本身就给出这个顺序，不用另写一条路径。"
+ONE_GROUP = ("num_pid_m 比 GROUP_M 小：只有一组，group_size_m = min(num_pid_m - first_pid_m, GROUP_M) = num_pid_m，"
+             "pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m（不是 pid % GROUP_M）。")
+MANY = "tile 超过 1024 个：grid 是 num_pid_m * num_pid_n 个 program，每个 program 只算自己那一个 pid。"
+
+
 def cases(device, rng):
     def combos(pred, extra=()):
         grid = [(m, n, g) for m in (1, 2, 3, 5, 8, 13) for n in (1, 4, 7) for g in (1, 2, 3, 4, 8) if pred(m, g)]
@@ -138,6 +144,7 @@ def cases(device, rng):
                     hint=hint, **kw)
 
     hidden = [(rng.randint(9, 40), rng.randint(2, 20), rng.choice((3, 5, 6, 8))) for _ in range(2)]
+    many = (rng.randint(50, 80), rng.randint(21, 30), rng.choice((2, 4, 8)))
     return [
         py("pid_to_tile GROUP_M=1", lambda m, g: g == 1,
            "GROUP_M=1 时每组只有一行，顺序就是按行：pid_m = pid // num_pid_n，pid_n = pid % num_pid_n。", 1.0, public=True),
@@ -147,8 +154,9 @@ def cases(device, rng):
            "最后一组可能不足 GROUP_M 行：group_size_m = min(num_pid_m - first_pid_m, GROUP_M)，取模和除法都要用它。", 2.0,
            extra=hidden, hidden=True),
         kernel(1, 1, 1, public=True), kernel(5, 7, 2), kernel(8, 3, 4, public=True),
-        kernel(11, 13, 3, hint=PARTIAL), kernel(7, 5, 4, hint=PARTIAL),
-        *[kernel(m, n, g, hidden=True) for m, n, g in hidden],
+        kernel(11, 13, 3, hint=PARTIAL), kernel(7, 5, 4, hint=PARTIAL), kernel(13, 7, 1, hint=GM1),
+        kernel(3, 4, 8, hint=ONE_GROUP), *[kernel(m, n, g, hidden=True) for m, n, g in hidden],
+        kernel(*many, hint=MANY, hidden=True),
     ]
 
 

@@ -10,7 +10,8 @@
 # 2. `layernorm(x, weight, bias, eps=1e-5, out=None)`：启动 kernel，返回 `out`。
 #
 # **规则**：结果由 Triton kernel 算（`torch.nn.functional.layer_norm`、`torch.mean`、`torch.var` 记 0 分）；
-# 写进 `out` 并返回；不修改输入。测试包括列数 1、7、127、129、781、1000，float16，以及每行均值约 1000 的输入
+# 写进 `out` 并返回；不修改输入。列数最多 8192。测试包括列数 1、7、127、129、781、1000、4096 以上，float16，以及每行均值约 1000 的输入
+#（也有几千列的宽行）
 #（float32 和 float16）和每行均值各不相同（-400 到 400）的输入；`eps` 每个测试可能不同；`out` 可能是行间有空隙的视图（用 `out.stride(0)`）。
 # %% id=ex05-setup role=setup
 import tcourse
@@ -91,6 +92,8 @@ BIG = "这个测试的每行均值约为 1000：用 E[x^2] - E[x]^2 求方差会
 STRIDE = "这个测试的行之间有空隙（x.stride(0) > n_cols）：行的起点要用 row * x.stride(0)，不要用 row * n_cols。"
 OSTRIDE = ("这个测试的 out 是行间有空隙的视图（out.stride(0) > n_cols，x 是连续的）：写回时行的起点要用 "
            "row * out.stride(0)，不要用 row * n_cols 或 row * x.stride(0)。")
+VERY_WIDE = ("这一行超过 4096 列（最多 8192）：BLOCK_SIZE = triton.next_power_of_2(n_cols)，不要给它设一个更小的上限"
+             "（超出上限的列就没有算）。")
 EPS = ("这个测试的 eps 不是 1e-5，而且每行的方差和 eps 差不多大：rstd = 1 / sqrt(var + eps)，"
        "eps 要用传进来的参数（加在开方之前），不要写死 1e-5。")
 F16BIG = ("float16 输入、每行均值约 1000：一行的和远超 float16 的最大值 65504，"
@@ -124,6 +127,8 @@ def cases(device, rng):
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in sizes(rng, 1025, 3000)]
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in near_multiples(rng, (1024, 2048), 1, (1, 2), above=1024)]
     cs += [one(rng.randint(2, 6), n, "float32", "offset", BIG, layout="padded", hidden=True) for n in sizes(rng, 200, 1500)]
+    cs += [one(rng.randint(2, 3), n, "float32", hint=VERY_WIDE, hidden=True) for n in sizes(rng, 4097, 8192)]
+    cs += [one(rng.randint(2, 4), n, "float32", "offset", BIG + " " + WIDE, hidden=True) for n in sizes(rng, 2049, 6000)]
     cs += [one(rng.randint(2, 6), n, "float16", hidden=True) for n in near_multiples(rng, (64, 128, 256), 1)]
     cs += [one(rng.randint(6, 12), n, "float32", "row_offsets", ROWS, hidden=True) for n in sizes(rng, 100, 800)]
     eps = rng.choice((1e-4, 3e-4, 1e-3, 3e-3, 1e-2))

@@ -7,9 +7,10 @@
 # **要做的事**：`transpose_kernel` 和 `transpose(x, out=None, BLOCK_M=32, BLOCK_N=32)`。
 #
 # **规则**：结果由 Triton kernel 写（`x.t().contiguous()`、`out.copy_(...)`、`.clone()` 记 0 分）；写进 `out` 并返回；
-# 不修改 `x`。测试里有行之间有空隙的 `x`（`x.stride(0) > N`）和本身就是转置视图的 `x`（`x.stride() == (1, M)`），
-# 也会传入不同的 `BLOCK_M`、`BLOCK_N`（例如 `BLOCK_M=64, BLOCK_N=16`）。
-# 转置只搬数据，结果必须**逐位相等**。
+# 不修改 `x`。测试里有行之间有空隙的 `x`（`x.stride(0) > N`）、本身就是转置视图的 `x`（`x.stride() == (1, M)`），
+# 也有别的 stride（例如隔列取的 `base[:, ::2]`），也会传入不同的 `BLOCK_M`、`BLOCK_N`（例如 `BLOCK_M=64, BLOCK_N=16`）。
+# 转置只搬数据，结果必须**逐位相等**：`x` 可能是 float32、float16，也可能是 int32（值用满 int32 的范围，远超 2^24），
+# 不要经过 float32。
 # %% id=ex06-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -80,31 +81,38 @@ STRIDE = "输入不是连续的：读 x 时用 x.stride(0)、x.stride(1)，写 o
 EXACT = "M、N 正好是块大小的整数倍（或差 1）：每个 tile 的起点是 pid * BLOCK，tile 之间不重叠也不留空。"
 BLOCKS = ("这个测试传入了 BLOCK_M != BLOCK_N：grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))，"
           "rm 用 BLOCK_M、rn 用 BLOCK_N，不要混用。")
+ODD = ("这个测试的 x 的 stride 既不是 (N, 1) 也不是 (1, M)（例如 base[:, ::2]，或行间有空隙的矩阵的转置）："
+       "两个 stride 都用 .stride() 传进 kernel，不要按布局去猜。")
+WIDEINT = ("int32 的值超过 2^24（用满整个范围）：读进来的块原样转置写回，不要 .to(tl.float32)"
+           "（float32 只有 24 位有效数字，大整数会被舍入）。")
 
 
 def cases(device, rng):
-    def one(m, n, dt, layout="contig", hint=None, blocks=None, **kw):
+    def one(m, n, dt, layout="contig", hint=None, blocks=None, fill="randn", **kw):
         bm, bn = blocks or (32, 32)
         hint = (TAIL if m % bm or n % bn else EXACT) if hint is None else hint
-        tag = {"padded": " 行间有空隙", "transposed": " 输入本身是转置视图"}.get(layout, "")
+        tag = {"padded": " 行间有空隙", "transposed": " 输入本身是转置视图", "transposed_padded": " 输入是行间有空隙的矩阵的转置",
+               "step2": " 输入隔列取"}.get(layout, "") + (" 值用满 int32" if fill == "full_int32" else "")
         scalars, kwargs = {}, ()
         if blocks:
             scalars = {"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}
             kwargs = ("BLOCK_M", "BLOCK_N")
             tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
-        return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), layout=layout),), scalars, call=("x",),
+        return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout),), scalars, call=("x",),
                     kwargs=kwargs, out_shape=(n, m), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(7, 13, "float32", public=True), one(33, 31, "float32", public=True),
           one(100, 60, "float32"), one(40, 50, "float32", "padded", STRIDE, public=True),
           one(37, 45, "float32", "transposed", STRIDE), one(33, 31, "float16", public=True),
           one(70, 50, "float32", hint=BLOCKS, blocks=(64, 16), public=True),
-          one(50, 70, "float16", "transposed", BLOCKS, blocks=(16, 64))]
+          one(50, 70, "float16", "transposed", BLOCKS, blocks=(16, 64)),
+          one(30, 45, "int32", "padded", WIDEINT, fill="full_int32")]
     m, n = near_multiples(rng, (64, 128, 256), 2, (1, 2))
     cs += [one(m, n, "float32", hint=EXACT, hidden=True), one(*sizes(rng, 130, 300, 2), "float32", hidden=True),
            one(*sizes(rng, 65, 200, 2), "float16", "transposed", STRIDE, hidden=True),
            one(*sizes(rng, 30, 150, 2), "float32", "padded", BLOCKS, blocks=tuple(rng.sample((16, 32, 64, 128), 2)),
-               hidden=True)]
+               hidden=True),
+           one(29, 37, "float32", "transposed_padded", ODD), one(*sizes(rng, 30, 150, 2), "float32", "step2", ODD, hidden=True)]
     if device == "cuda":
         cs += [one(100, 60, "bfloat16"),
                Case("性能 (8192, 8192) float32", "float32", mode="perf", points=2.0,

@@ -15,10 +15,10 @@
 # （也可以用 `tl.atomic_add`，但要加到 fp32 缓冲里再转换，fp16 的原子加误差太大。）
 # `G` 是 program 数：`G=None` 时自己选（GPU 上每个 SM 几个 program，像第 10 章那样取 `min(M, 4 * SM 数)`，H200 有 132 个 SM；
 # G 比 SM 数少时有的 SM 闲着）；测试也会传入 `G`，可能比
-# `sum_partials_kernel` 一次读的 `BLOCK_G` 行多（比如 20）。
+# `sum_partials_kernel` 一次读的 `BLOCK_G` 行多（比如 20），也可能比行数 `M` 还多（有的 program 一行也分不到）。
 #
 # **规则**：结果由 Triton kernel 算（`torch.autograd`、`layer_norm`、`torch.sum`、`torch.mean` 等记 0 分）。
-# 测试包括 1 列、7 列、非 2 的幂的列数、几百行、float16、每行均值很大的输入、不同的 `eps`；
+# 测试包括 1 列、7 列、非 2 的幂的列数、几百行、float16（dw、db 的部分和可能超过 2048）、每行均值很大的输入、不同的 `eps`；
 # `x`、`dy` 的行之间可能有空隙，`dx` 也可能是行间有空隙的视图（行的起点都用各自的 `stride(0)`）。
 # %% id=ex10-setup role=setup
 import tcourse
@@ -130,20 +130,35 @@ GROUPS = ("这个测试传入 G=20：部分和缓冲有 20 行，可能比归约
           "（for g0 in range(0, G, BLOCK_G)），不能只加第一块。")
 
 
+FP16_ROWS = ("float16 输入，dy 的第一行约 2100、其余行在 0.5 到 1 之间：float16 的和过了 2048 以后，再加一个小于 1 的数"
+             "就被舍入掉了。dw、db 的部分和要在 float32 里累加（tl.zeros(..., dtype=tl.float32)），最后再转回 float16。")
+G_ABOVE_M = ("这个测试传入的 G 比行数 M 还多：有的 program 一行也分不到，它那一行部分和也要写（写 0）："
+             "部分和在行循环之外、循环结束后 store，不要只在循环里写。")
+
+
+def _big_first_row(g, shape):
+    """dy: 2100 in the first row, the other rows in [0.5, 1). A float16 sum that starts at 2100 (spacing 2) keeps
+    none of them: that program's db loses 0.5 to 1 per row, far past the tolerance after a few hundred rows."""
+    dy = 0.5 + 0.5 * torch.rand(shape, generator=g, dtype=torch.float64)
+    dy[0] = 2100.0
+    return dy
+
+
 def _small(g, shape):  # var ~ 1e-6: eps decides rstd
     return 1e-3 * torch.randn(shape, generator=g, dtype=torch.float64)
 
 
 def cases(device, rng):
     def one(m, n, dt, hint=None, fill="randn", layout="contig", eps=1e-5, dy_layout="contig", dx_layout="contig", G=None,
-            **kw):
+            dy_fill="randn", **kw):
         hint = (TAIL if n & (n - 1) else "") if hint is None else hint  # TAIL is about a width that is no power of 2
         tag = (" 行间有空隙" if layout == "padded" else "") + (" 均值很大" if fill == "offset" else "")
         tag += (" dy 行间有空隙" if dy_layout == "padded" else "") + (" dx 行间有空隙" if dx_layout == "padded" else "")
         tag += (f" eps={eps}" if eps != 1e-5 else "") + (f" G={G}" if G is not None else "")
+        tag += " dy 第一行很大" if dy_fill is _big_first_row else ""
         tol = (2e-3, 2e-3) if fill == "offset" else None
         return Case(f"({m}, {n}) {dt}{tag}", dt,
-                    (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("dy", (m, n), layout=dy_layout)),
+                    (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("dy", (m, n), dy_fill, dy_layout)),
                     {"eps": eps, **({"G": G} if G is not None else {})}, ("x", "weight", "dy", "eps"),
                     ("G",) if G is not None else (),
                     outputs=(Tensor("dx", (m, n), layout=dx_layout), Tensor("dw", (n,)), Tensor("db", (n,))), hint=hint,
@@ -153,11 +168,13 @@ def cases(device, rng):
           one(9, 128, "float32"), one(6, 100, "float32", STRIDE, layout="padded", public=True),
           one(8, 300, "float32", BIG, "offset"), one(5, 77, "float16", public=True),
           one(10, 70, "float32", EPS, _small, eps=1e-3), one(12, 50, "float32", STRIDES, dy_layout="padded"),
-          one(9, 60, "float32", STRIDES, layout="padded", dx_layout="padded"), one(40, 40, "float32", GROUPS, G=20)]
+          one(9, 60, "float32", STRIDES, layout="padded", dx_layout="padded"), one(40, 40, "float32", GROUPS, G=20),
+          one(10, 24, "float32", G_ABOVE_M, G=16)]
     cs += [one(m, n, "float32", ROWS, hidden=True) for m, n in zip(sizes(rng, 70, 200, 2), sizes(rng, 50, 500, 2))]
     cs += [one(rng.randint(20, 60), n, "float32", TAIL, hidden=True) for n in near_multiples(rng, (128, 256, 512), 2, offsets=(-1, 1))]
     cs += [one(rng.randint(10, 40), sizes(rng, 100, 600)[0], "float32", STRIDE, layout="padded", hidden=True),
            one(rng.randint(30, 90), sizes(rng, 50, 400)[0], "float16", ROWS, hidden=True),
+           one(rng.randint(400, 500), sizes(rng, 8, 24)[0], "float16", FP16_ROWS, G=2, dy_fill=_big_first_row, hidden=True),
            one(rng.randint(20, 40), sizes(rng, 30, 150)[0], "float32",
                "这个测试的 eps 不是 1e-5：rstd = 1 / sqrt(var + eps) 要用传进来的 eps。" + STRIDES
                + " 这个测试传入的 G 大于 16：归约 kernel 要沿 G 循环，把所有块都加上。",

@@ -14,6 +14,7 @@
 # 所以测试里 `K` 和 `N` 都是 8 的倍数（float32 和 float16 都满足），但**不一定**是 block 的倍数；`M` 任意。
 # 每次调用只启动一次 kernel，grid 最多 `NUM_PROGRAMS` 个 program（一个 tile 一个 program 的 grid、在 host 上循环多次启动都不算 persistent，记 0 分）。
 # 测试会传入不同的 `NUM_PROGRAMS`、`BLOCK_M`/`BLOCK_N`/`BLOCK_K`（16、32、64，互相可以不相等）和 `GROUP_M`（1、2、4、8）。
+# float16 的乘积和沿 K 的部分和可能超过 float16 的最大值 65504（最后的结果却不大）：`acc` 用 float32。
 # 设备端 descriptor 在 GPU 上需要一块 scratch 内存：包装函数里先 `triton.set_allocator(...)`（模板已写好）。
 # 这个练习在 Triton 3.6 和 3.9 的 CPU 解释器里都能运行（两者都支持 descriptor）。
 # %% id=ex11-setup role=setup
@@ -85,7 +86,7 @@ def matmul_persistent(a, b, out=None, NUM_PROGRAMS=4, BLOCK_M=32, BLOCK_N=32, BL
 from grader import selfcheck
 selfcheck.check("ex11_persistent_matmul", globals())
 # %% id=ex11-grading role=grading
-from grader.spec import Case, Exercise, Tensor, sizes
+from grader.spec import HALVES_TOL, Case, Exercise, Tensor, sizes
 
 TAIL = "M/N/K 不是 block 的整数倍：descriptor 的 shape 用真实的 M/N/K，越界部分 load 读成 0、store 不写，不需要 mask。"
 LOOP = ("tile 数比 NUM_PROGRAMS 多：每个 program 要处理 tile p, p + NUM_PROGRAMS, ...，每个 tile 开始时 acc 清零。")
@@ -95,13 +96,19 @@ BLOCKS = ("这个测试的 BLOCK_M、BLOCK_N、BLOCK_K 互不相等，GROUP_M �
           "descriptor 的 block_shape 和 load/store 的偏移都用对应的块大小。")
 
 
+CANCEL = ("float16 输入，a 的前一半列约 +100、后一半约 -100，b 约 100：每个乘积约 ±1e4，沿 K 的部分和超过 float16 的最大值 "
+          "65504，最后的结果却不大。acc 是 float32（tl.zeros(..., dtype=tl.float32)），tl.dot 用默认的 float32 输出，"
+          "只在 store 时转回 out 的类型。")
+
+
 def cases(device, rng):
-    def one(m, n, k, dt, hint=None, programs=4, extra=None, **kw):
+    def one(m, n, k, dt, hint=None, programs=4, extra=None, fills=("randn", "randn"), **kw):
         extra = extra or {}
         blocks = [extra.get(f"BLOCK_{d}", 32) for d in "MNK"]
         hint = (TAIL if any(s % b for s, b in zip((m, n, k), blocks)) else "") if hint is None else hint
-        return Case(f"M={m} N={n} K={k} {dt} NUM_PROGRAMS={programs}" + "".join(f" {a}={v}" for a, v in extra.items()), dt,
-                    (Tensor("a", (m, k)), Tensor("b", (k, n))), {"NUM_PROGRAMS": programs, **extra}, ("a", "b"),
+        tag = " a 前半 +100 后半 -100、b 约 100" if fills[0] == "halves" else ""
+        return Case(f"M={m} N={n} K={k} {dt} NUM_PROGRAMS={programs}" + "".join(f" {a}={v}" for a, v in extra.items()) + tag,
+                    dt, (Tensor("a", (m, k), fills[0]), Tensor("b", (k, n), fills[1])), {"NUM_PROGRAMS": programs, **extra}, ("a", "b"),
                     ("NUM_PROGRAMS", *extra), out_shape=(m, n), hint=hint, max_programs="NUM_PROGRAMS", **kw)
 
     eight = lambda lo, hi: 8 * sizes(rng, lo // 8, hi // 8)[0]  # noqa: E731  (TMA: 16-byte row strides)
@@ -110,7 +117,8 @@ def cases(device, rng):
           one(64, 64, 64, "float32", LOOP, programs=1), one(45, 56, 72, "float16", public=True),
           one(70, 48, 40, "float32", BLOCKS, 3, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "GROUP_M": 2}),
           one(50, 80, 56, "float32", BLOCKS, 5, {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8}),
-          one(40, 24, 32, "float16", BLOCKS, 2, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 1})]
+          one(40, 24, 32, "float16", BLOCKS, 2, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 1}),
+          one(24, 16, 128, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL)]
     cs += [one(sizes(rng, 65, 160)[0], eight(65, 160), eight(40, 120), "float32", LOOP, programs=rng.randint(2, 6),
                hidden=True) for _ in range(2)]
     cs += [one(rng.choice((64, 96, 128)), rng.choice((64, 96, 128)), 32 * rng.randint(2, 4), "float32", LOOP, hidden=True),

@@ -15,7 +15,7 @@
 # 以及 `attention_backward(q, k, v, do, causal=False, sm_scale=None, dq=None, dk=None, dv=None, BLOCK_M=16, BLOCK_N=16)` 里的启动。
 #
 # **规则**：结果由 Triton kernel 算（`torch.autograd`、`torch.matmul`、`torch.softmax`、`torch.exp` 等记 0 分）。
-# 正确性测试的 `D` 是 16 或 32（GPU 上的性能测试是 D=64）；测试包括 S=1、17、45、每次重新抽取的 65–140（GPU 上还有 S=100 的 bfloat16），causal 与否，float16；测试也会传入 `sm_scale`（用传进来的值），
+# 正确性测试的 `D` 是 16 或 32（GPU 上的性能测试是 D=64）；测试包括 S=1、17、45、每次重新抽取的 65–140（GPU 上还有 S=100 的 bfloat16），causal 与否，float16；测试也会传入 `sm_scale`（用传进来的值，包括 0.0），
 # 以及不同的 `BLOCK_M`/`BLOCK_N`（两者可以不相等，比如 `BLOCK_M=32, BLOCK_N=16`）。
 # %% id=ex12-setup role=setup
 import tcourse
@@ -192,6 +192,8 @@ LOOP = "S 比一个块长：dk、dv 要对所有 query 块累加，dq 要对所�
 HEADS = ("B 和 H 都大于 1：q、k、v、do 和 lse、delta 按同一个 (batch, head) 编号定位（b * H + h），"
          "两个 kernel 的 grid 和下标都要一致。")
 SCALE = "这个测试传入了 sm_scale：两个 kernel 都用传进来的 sm_scale（包括重算 P 时），只有 sm_scale=None 时才用 D ** -0.5。"
+ZERO = ("这个测试传入 sm_scale=0.0（所有分数都是 0，P 在可见的位置上均匀，dq、dk 都是 0）：判断有没有传 sm_scale 要写 "
+        "sm_scale is None，不要写 sm_scale or D ** -0.5（0.0 也是假值）。")
 BLOCKS = ("这个测试的 BLOCK_M 和 BLOCK_N 不相等：dkdv_kernel 的 grid 是 triton.cdiv(S, BLOCK_N)，沿 query 的步长是 BLOCK_M，"
           "causal 时起点是 key 块起点所在的 query 块 (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M；dq_kernel 的 grid 是 "
           "triton.cdiv(S, BLOCK_M)，沿 key 的步长是 BLOCK_N，causal 时上界是 min((pid_m + 1) * BLOCK_M, S)。")
@@ -212,7 +214,8 @@ def cases(device, rng):
           one(2, 1, 45, 32, "float32", True, CAUSAL, public=True), one(1, 2, 33, 16, "float16", True, CAUSAL, public=True),
           one(1, 2, 40, 16, "float32", True, BLOCKS, {"BLOCK_M": 32, "BLOCK_N": 16}, public=True),
           one(1, 2, 40, 16, "float32", True, BLOCKS, {"BLOCK_M": 16, "BLOCK_N": 32}),
-          one(1, 2, 24, 16, "float32", False, SCALE, {"sm_scale": 1.0}), one(2, 3, 33, 16, "float32", True, HEADS)]
+          one(1, 2, 24, 16, "float32", False, SCALE, {"sm_scale": 1.0}), one(2, 3, 33, 16, "float32", True, HEADS),
+          one(1, 1, 20, 16, "float32", True, ZERO, {"sm_scale": 0.0})]
     long_s = sizes(rng, 65, 140, 2)
     cs += [one(1, 1, long_s[0], 16, "float32", False, LOOP, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, CAUSAL + " " + LOOP, hidden=True),
