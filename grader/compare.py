@@ -69,9 +69,18 @@ def _record(path: Path, fields: dict) -> dict:
 
 def _flat(path: Path, dtype: str, n: int) -> np.ndarray:
     try:
-        return safeio.load_npy(path, ARRAY_CAP, dtype=numpy_dtype(dtype), shape=(n,)).astype(np.float64)
+        return safeio.load_npy(path, ARRAY_CAP, dtype=numpy_dtype(dtype), shape=(n,)).astype(_carried(dtype))
     except safeio.Untrusted as e:
         raise BadRecord(str(e)) from None
+
+
+def _carried(dtype: str):
+    """How values of ``dtype`` are compared: float64, integers as int64 (exact past 2^53)."""
+    return np.float64 if dtype in FLOAT_DTYPES else np.int64
+
+
+def _as_carried(t, dtype: str) -> np.ndarray:
+    return (t.double() if dtype in FLOAT_DTYPES else t.long()).numpy()
 
 
 def _idx(flat: int, shape) -> tuple[int, ...]:
@@ -112,7 +121,8 @@ TRITON_REFERENCE = threading.Lock()
 
 
 def reference(ex: Exercise, pc: PlannedCase, inputs: dict, device: str = "cpu"):
-    """The reference outputs (float64 numpy arrays, one per output) for this case's inputs."""
+    """The reference outputs (numpy arrays, one per output: float64, int64 for an integer output) for this case's
+    inputs."""
     case = pc.case
     import torch
 
@@ -123,7 +133,7 @@ def reference(ex: Exercise, pc: PlannedCase, inputs: dict, device: str = "cpu"):
     with TRITON_REFERENCE if ex.reference_on_device else contextlib.nullcontext():
         ref = fn(*[values[n] for n in case.call], **{n: values[n] for n in case.kwargs if _takes(fn, n)})
     refs = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-    return [torch.as_tensor(r).detach().double().cpu().reshape(o.shape).numpy() for r, o in zip(refs, case.outputs)]
+    return [_as_carried(torch.as_tensor(r).detach().cpu().reshape(o.shape), o.dtype_in(case)) for r, o in zip(refs, case.outputs)]
 
 
 def _takes(fn, name: str) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .spec import FILLS, Case, Exercise
+from .spec import FILLS, FLOAT_DTYPES, Case, Exercise
 
 TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32,
                 "int64": torch.int64, "int8": torch.int8, "uint8": torch.uint8}
@@ -28,15 +28,20 @@ REPEATS = 2  # tensor cases per run called a second time with new data in the sa
 class PlannedCase:
     id: str
     case: Case
-    shown: dict                                 # name -> float64 tensor: what the learner's call gets
-    fresh: dict                                 # name -> float64 tensor: what only the replay gets
+    shown: dict                                 # name -> float64 (int64 for integer dtypes) tensor: what the learner's call gets
+    fresh: dict                                 # name -> the same, what only the replay gets
     again: dict = field(default_factory=dict)   # second data set of a repeat case
 
 
 def draw(t, case: Case, g: torch.Generator) -> torch.Tensor:
+    """The values of one input, rounded to the dtype the kernel sees; carried as float64, integers as int64 (float64
+    holds an integer exactly only up to 2^53)."""
     fill = FILLS[t.fill] if isinstance(t.fill, str) else t.fill
-    values = fill(g, tuple(t.shape)).to(torch.float64)
-    return values.to(TORCH_DTYPES[t.dtype_in(case)]).double()  # rounded to the dtype the kernel sees
+    values = fill(g, tuple(t.shape))
+    dtype = t.dtype_in(case)
+    if dtype in FLOAT_DTYPES:
+        return values.to(torch.float64).to(TORCH_DTYPES[dtype]).double()
+    return values.to(TORCH_DTYPES[dtype]).long()
 
 
 def _save(path: Path, values: torch.Tensor, dtype: str) -> None:

@@ -16,7 +16,7 @@ process, with the spec cells' definitions already in its namespace, and must bin
 
 The reference is called like the learner's function (same positional arguments and keywords, the
 outputs left out, and keywords it has no parameter for, such as block sizes, left out too), with every
-tensor in float64 and contiguous; it returns one tensor per output
+tensor contiguous, in float64 (an integer tensor in int64); it returns one tensor per output
 (a tuple when there are several). Nothing here runs in the learner's kernel.
 """
 from __future__ import annotations
@@ -44,6 +44,9 @@ FILLS: dict[str, Callable] = {
     "positive": lambda g, shape: torch.rand(shape, generator=g, dtype=torch.float64),
     # integers over the whole int32 range, most above 2^24 in size: float32 cannot hold them
     "full_int32": lambda g, shape: torch.randint(-2**31, 2**31, shape, generator=g, dtype=torch.int64).double(),
+    # integers over the whole int64 range, most above 2^53 in size: float64 cannot hold them (drawn and carried as
+    # int64: plan.draw keeps integer tensors in int64)
+    "full_int64": lambda g, shape: torch.randint(-2**63, 2**63 - 1, shape, generator=g, dtype=torch.int64),
     # each row far below zero (-1e5 to -2e4): "a very small number" such as -1e4 in place of -inf is larger than all
     "far_negative": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64)
     - (2e4 + 8e4 * torch.rand((*shape[:-1], 1), generator=g, dtype=torch.float64)),
@@ -67,7 +70,7 @@ class Tensor:
     """One input or output tensor.
 
     fill: a name of :data:`FILLS` or a function ``(generator, shape) -> float64 tensor`` (integer
-    inputs: return integral values). layout: ``contig``; ``padded`` (rows 3 elements further apart
+    inputs: return integral values, float64 or int64). layout: ``contig``; ``padded`` (rows 3 elements further apart
     than their length, and the matrices of a batch 3 elements further apart than theirs);
     ``transposed`` (the last two dimensions of a contiguous tensor swapped, ``.transpose(-1, -2)``);
     ``transposed_padded`` and ``step2`` (strides that are neither of those: see ``buffers.layout_strides``).

@@ -119,6 +119,9 @@ CLAIMS = {
     ("ex03_matmul", "CANCEL"): lambda c, blk: _cancels(c, 1),
     ("dr07_batched_dot", "CANCEL"): lambda c, blk: _cancels(c, 2),
     ("ex11_persistent_matmul", "CANCEL"): lambda c, blk: _cancels(c, 1),
+    ("ex06_transpose", "WIDEINT"): lambda c, blk: c.dtype == "int32" and _fill(c, "x") == "full_int32",
+    ("dr03_strided_copy_2d", "WIDEINT"): lambda c, blk: c.dtype == "int32" and _fill(c, "x") == "full_int32",
+    ("dr03_strided_copy_2d", "WIDEINT64"): lambda c, blk: c.dtype == "int64" and _fill(c, "x") == "full_int64",
     **{(ex, "ODD"): lambda c, blk: any(t.layout in ODD_LAYOUTS for t in (*c.inputs, *c.outputs))
        for ex in ("ex03_matmul", "ex06_transpose", "dr03_strided_copy_2d", "dr04_gather", "dr06_tile_transpose",
                   "dr07_batched_dot")},

@@ -226,6 +226,20 @@ def test_an_answer_cell_failing_in_a_fresh_kernel_decides_the_cases_after_it(tmp
     assert len(tests) > 1 and all(t.status == "timeout" and "换了新内核重跑时超时" in t.message for t in tests[1:])
 
 
+def test_integers_are_drawn_kept_and_compared_as_int64(tmp_path):
+    """float64 holds an integer exactly only up to 2^53: dr03's int64 case draws values over the whole int64 range,
+    and the plan, the reference and the comparison keep them exact (a copy through float64 is then wrong)."""
+    ex = registry.get("dr03_strided_copy_2d")
+    case = next(c for c in ex.cases_for("cpu", 3) if c.dtype == "int64")
+    pc = make_plan(ex, [case], 3, tmp_path, "cpu")[0]
+    x = pc.shown["x"]
+    assert x.dtype == torch.int64 and float((x.abs() > 2**53).double().mean()) > 0.99
+    assert np.array_equal(np.load(tmp_path / f"{pc.id}_x.npy"), x.numpy())
+    ref = compare.reference(ex, pc, pc.shown)[0]
+    assert ref.dtype == np.int64 and np.array_equal(ref, x.numpy())
+    assert (compare._as_carried(x.double(), "int64") != ref).mean() > 0.99
+
+
 def test_infinite_loop_is_timeout_and_budget_holds(tmp_path):
     path = make_variant(tmp_path, "ex01_axpy", [("    n = x.numel()\n", "    n = x.numel()\n    while True:\n        pass\n")])
     r = run(path, cell_timeout=3, budget=20)

@@ -16,7 +16,8 @@
 #
 # - 拷贝由你的 Triton kernel 完成；在包装函数里用 torch 拷贝（`out.copy_(x)`、`x.clone()`、`.contiguous()`）记 0 分。结果必须逐位相等。
 # - 测试里有连续的 `x`、行之间有空隙的 `x`（`x.stride(0) > N`）、转置视图（`x.stride() == (1, M)`）和别的 stride（例如隔列取的 `base[:, ::2]`），
-#   还有 int32 的 `x`（值会用满 int32 的范围，远超 2^24）：同一个 kernel 对任何元素类型都能用，不要经过 float32。
+#   还有 int32 和 int64 的 `x`（值会用满 int32、int64 的范围，远超 2^24、2^53）：同一个 kernel 对任何元素类型都能用，
+#   不要经过 float32 或 float64。
 # - `out` 也可能不是连续的（行间有空隙、转置视图或别的 stride，也可能和 `x` 的 stride 相同）；测试还会传入不同的 `BLOCK_M`、`BLOCK_N`（两者不一定相等）。
 # %% id=dr03-setup role=setup
 import tcourse
@@ -91,6 +92,8 @@ SAME = ("x 和 out 的 stride 相同、但都不连续（行间有空隙）：�
         "（会漏掉后面的元素、写进行间的空隙），仍然按 (i, j) 和各自的 stride 拷贝。")
 WIDEINT = ("int32 的值超过 2^24（用满整个范围）：读进来的块原样写回，不要 .to(tl.float32)"
            "（float32 只有 24 位有效数字，大整数会被舍入）。")
+WIDEINT64 = ("int64 的值超过 2^53（用满整个范围）：读进来的块原样写回，不要经过 float64 或 float32"
+             "（float64 只有 53 位有效数字，大整数会被舍入）。")
 
 
 def cases(device, rng):
@@ -98,7 +101,7 @@ def cases(device, rng):
         odd = {"transposed_padded": " {}是行间有空隙的矩阵的转置", "step2": " {}隔列取"}
         tag = {"padded": " 行间有空隙", "transposed": " 转置视图", **odd}.get(layout, "").format("x ")
         tag += {"padded": " out 行间有空隙", "transposed": " out 是转置视图", **odd}.get(out, "").format("out ")
-        tag += " 值用满 int32" if fill == "full_int32" else ""
+        tag += {"full_int32": " 值用满 int32", "full_int64": " 值用满 int64"}.get(fill, "")
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
             kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"))
@@ -111,7 +114,8 @@ def cases(device, rng):
           one(60, 70, "float32", hint=BLOCKS, blocks=(64, 16), public=True),
           one(70, 45, "float32", hint=BLOCKS + " " + OUT, blocks=(16, 64), out="transposed"),
           one(40, 50, "float32", "transposed", OUT, out="padded"),
-          one(20, 30, "int32", "padded", WIDEINT, fill="full_int32"), one(20, 30, "float32", "padded", SAME, out="padded")]
+          one(20, 30, "int32", "padded", WIDEINT, fill="full_int32"), one(20, 30, "float32", "padded", SAME, out="padded"),
+          one(23, 19, "int64", "transposed", WIDEINT64, fill="full_int64")]
     m, n = near_multiples(rng, (64, 128, 256), 2, (1, 2))
     cs += [one(m, n, "float32", hint=EXACT, hidden=True),
            one(*sizes(rng, 65, 200, 2), "float32", "transposed", STRIDE, hidden=True),
