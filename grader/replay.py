@@ -935,9 +935,9 @@ def main(root: str, device: str) -> int:
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     name_the_triton_install()
     if device != "cuda":
-        from tcourse.runtime import skip_discarded_overflow_checks
+        from tcourse.runtime import prepare_interpreter
 
-        skip_discarded_overflow_checks()  # as the learner's notebook does in tcourse.setup()
+        prepare_interpreter()  # as the learner's notebook does in tcourse.setup()
     plan = json.loads((rootp / "replay" / "plan.json").read_text(encoding="utf-8"))
     out = rootp / "replay" / "out"
     out.mkdir(exist_ok=True)

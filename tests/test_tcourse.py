@@ -279,3 +279,40 @@ def test_compile_after_interpreted_kernels_ran():
     # reductions compile; spills (ptxas: STACK) are counted; the K loop uses sm_90's wgmma; the unit
     # stride was specialised to a constant as a real launch does; a bad config is a message, not a crash.
     assert "RESULT True True True True True True" in r.stdout, r.stdout[-2000:]
+
+
+def test_a_float16_accumulator_rounds_every_16_products_along_k_as_on_a_gpu():
+    """setup() makes the interpreter's tl.dot into a float16 accumulator round every MMA step (16 along K), as a GPU
+    does: products of +-1e4 whose result is 0 overflow there once K passes one step (NumPy's one matmul rounded once
+    gave 0, right on a laptop and wrong on the GPU). A float32 accumulator is untouched, and setting it up twice wraps
+    the dot once."""
+    r = run_py("""
+        import tcourse
+        tcourse.setup(quiet=True)
+        import torch, triton, triton.language as tl
+        from triton.runtime import interpreter
+        from tcourse.runtime import round_float16_accumulators_along_k
+
+        @triton.jit
+        def dot16(a_ptr, b_ptr, o_ptr, K: tl.constexpr, HALF_ACC: tl.constexpr):
+            r, k = tl.arange(0, 16), tl.arange(0, K)
+            a = tl.load(a_ptr + r[:, None] * K + k[None, :])
+            b = tl.load(b_ptr + k[:, None] * 16 + r[None, :])
+            c = tl.dot(a, b, out_dtype=tl.float16) if HALF_ACC else tl.dot(a, b)
+            tl.store(o_ptr + r[:, None] * 16 + r[None, :], c)
+
+        for K in (16, 64):
+            a = torch.cat([torch.full((16, K // 2), 100.0), torch.full((16, K // 2), -100.0)], 1).half()
+            b = torch.full((K, 16), 100.0).half()
+            for half in (False, True):
+                o = torch.empty(16, 16, dtype=torch.float16 if half else torch.float32)
+                dot16[(1,)](a, b, o, K, half)
+                print("K", K, half, bool(o.isfinite().all()), float(o.float().nan_to_num(7).abs().max()))
+        dot = interpreter.interpreter_builder.create_dot
+        print("ONCE", round_float16_accumulators_along_k(), interpreter.interpreter_builder.create_dot is dot)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "K 16 False True 0.0" in r.stdout and "K 64 False True 0.0" in r.stdout, r.stdout
+    assert "K 16 True True 0.0" in r.stdout, r.stdout  # one MMA step: its 16 products are summed before rounding
+    assert "K 64 True False" in r.stdout, r.stdout  # the first step's 8 products of +1e4 pass 65504
+    assert "ONCE True True" in r.stdout, r.stdout
