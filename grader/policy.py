@@ -10,10 +10,11 @@ everything else is refused, with the line and what to write instead:
   attribute assignment on the learner's own objects; imports of ``torch``, ``triton``,
   ``triton.language``, ``math``, ``dataclasses``, ``typing``; ``%time``/``%timeit`` lines (their
   statement is kept);
-- ``@triton.jit`` bodies: Triton only (``tl.*``, ``math.*``, other kernels, constexpr globals and
-  ``range``/``min``/``max``/``len``/``print``); parameter annotations are names (``tl.constexpr``); the
-  replay then compiles each kernel for sm_90 before it runs, which rejects whatever Python the
-  interpreter alone would have run;
+- ``@triton.jit`` bodies: Triton only (``tl.*``, ``math.*``, other kernels, constexpr globals,
+  ``range``/``min``/``max``/``len``/``print``, and on values only the methods and fields of Triton's
+  language classes: :func:`kernel_attrs`); no comprehensions, no string subscripts; parameter annotations
+  are names (``tl.constexpr``). The replay then compiles each kernel for sm_90 before it runs, every
+  runtime argument left unspecialised, which rejects whatever Python the interpreter alone would have run;
 - everywhere: a path under ``tl`` may not pass through a module other than Triton's language modules
   (``tl.core.builtins`` is refused), and a module is only ever the root of an attribute path (``T = torch``
   would carry the checks away with it).
@@ -37,7 +38,13 @@ BUILTINS = {"print", "len", "range", "min", "max", "abs", "int", "float", "bool"
             "all", "map", "filter", "iter", "next", "object", "super", "property", "staticmethod", "classmethod",
             "Exception", "ValueError", "TypeError", "AssertionError", "NotImplementedError", "RuntimeError",
             "IndexError", "KeyError", "ZeroDivisionError", "True", "False", "None"}
-KERNEL_BUILTINS = {"range", "min", "max", "len", "print", "int", "float", "isinstance", "True", "False", "None"}
+KERNEL_BUILTINS = {"range", "min", "max", "len", "print", "int", "float", "True", "False", "None"}
+# Attributes a kernel may read on its values (tensors, pointers, dtypes, tensor descriptors, constexprs): the public
+# methods and properties of Triton's language classes, and the fields those objects carry. Nothing else: a kernel
+# that reads ``.handle`` or a generator's frame runs Python in the interpreter that no compiler would accept.
+KERNEL_VALUE_FIELDS = {"dtype", "shape", "type", "value", "numel", "element_ty", "primitive_bitwidth", "int_bitwidth",
+                       "fp_mantissa_width", "block_shape", "name"}
+KERNEL_NO_ATTRS = {"to_ir", "codegen_name", "mangle", "cache_key_part", "handle"}  # a builder's business
 
 # Dotted paths under a module that host code may use (a trailing ".*" allows any public name below).
 MODULE_PATHS = {
@@ -150,6 +157,17 @@ def _path_ok(module: str, rest: list[str]) -> bool:
     return False
 
 
+def kernel_attrs() -> set[str]:
+    """:data:`KERNEL_VALUE_FIELDS` and the public attributes of ``tl.tensor``, ``tl.dtype`` and their kin in the
+    Triton installed here."""
+    import triton.language as tl
+
+    classes = [getattr(tl, n, None) for n in ("tensor", "dtype", "pointer_type", "block_type", "constexpr",
+                                              "tensor_descriptor", "tensor_descriptor_base")]
+    public = {a for c in classes if isinstance(c, type) for a in dir(c) if not a.startswith("_")}
+    return (public | KERNEL_VALUE_FIELDS) - KERNEL_NO_ATTRS
+
+
 def _is_jit(deco: ast.AST) -> bool:
     target = deco.func if isinstance(deco, ast.Call) else deco
     return _dotted(target) in (["triton", "jit"], ["jit"])
@@ -171,8 +189,25 @@ def _bound_names(tree: ast.AST) -> set[str]:
     return names
 
 
+def taken_attrs() -> set[str]:
+    """Attribute names that already mean something on objects a cell can reach (str, containers, numbers, classes,
+    functions, frames, generators, code, tracebacks, tensors, dtypes, kernels): a learner's class that defines one
+    of them must not make it readable on every value (``gi_frame`` or ``format`` would lead back to builtins)."""
+    import types
+
+    import torch
+    import triton
+
+    kinds = (str, bytes, list, dict, tuple, set, int, float, object, type, types.FunctionType, types.MethodType,
+             types.BuiltinFunctionType, types.ModuleType, types.FrameType, types.GeneratorType, types.CoroutineType,
+             types.AsyncGeneratorType, types.CodeType, types.TracebackType, torch.Tensor, torch.dtype, torch.device,
+             torch.Size, triton.runtime.JITFunction)
+    return {a for k in kinds for a in dir(k)} | {"gi_frame", "f_back", "tb_frame", "cr_frame", "ag_frame"}
+
+
 def _own_attrs(tree: ast.AST) -> set[str]:
-    """Attribute names the learner's own classes define (class body names, ``self.x = ...``)."""
+    """Attribute names the learner's own classes define (class body names, ``self.x = ...``), less those
+    :func:`taken_attrs` lists."""
     out = set()
     for n in ast.walk(tree):
         if isinstance(n, ast.ClassDef):
@@ -185,12 +220,48 @@ def _own_attrs(tree: ast.AST) -> set[str]:
                     out.add(b.target.id)
         elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
             out.add(n.attr)
-    return out
+    return out - taken_attrs()
+
+
+def _names_bound_by(target: ast.AST) -> set[str]:
+    """The names an assignment target rebinds (``a``, ``a, *b``); ``x.attr = ...`` and ``x[i] = ...`` rebind none."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_names_bound_by(e) for e in target.elts))
+    if isinstance(target, ast.Starred):
+        return _names_bound_by(target.value)
+    return set()
+
+
+def _own_objects(tree: ast.AST) -> set[str]:
+    """Names whose attributes the learner may set: ``self``, the learner's classes, and names assigned an
+    instance of one (``cfg = Cfg()``)."""
+    classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    made, other = set(), set()  # names bound to a new instance of an own class / bound any other way
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and (_dotted(n.value.func) or [""])[0] in classes:
+            made.update(t.id for t in n.targets if isinstance(t, ast.Name))
+            other.update(x for t in n.targets if not isinstance(t, ast.Name) for x in _names_bound_by(t))
+        elif isinstance(n, ast.Assign):
+            other.update(x for t in n.targets for x in _names_bound_by(t))
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For, ast.NamedExpr, ast.comprehension)):
+            other.update(_names_bound_by(n.target))
+        elif isinstance(n, ast.arg) and n.arg != "self":
+            other.add(n.arg)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            other.update((a.asname or a.name).split(".")[0] for a in n.names)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            other.add(n.name)
+    return ({"self"} | classes | made) - other
 
 
 class _Checker:
-    def __init__(self, cell_id: str, known: set[str], own_attrs: set[str], modules: dict[str, str]):
+    def __init__(self, cell_id: str, known: set[str], own_attrs: set[str], modules: dict[str, str],
+                 own_objects: set[str] = frozenset()):
         self.cell_id, self.known, self.own_attrs, self.modules = cell_id, known, own_attrs, modules
+        self.own_objects = own_objects
+        self.kernel_attrs = kernel_attrs()
         self.found: list[str] = []
 
     def bad(self, node, what: str, instead: str = "") -> None:
@@ -280,9 +351,9 @@ class _Checker:
             root = _dotted(node)
             if not host:
                 self.bad(node, "kernel 里不能给属性赋值", "用局部变量")
-            elif root is None or root[0] in self.modules or root[0] in TEMPLATE_NAMES or node.attr.startswith("_"):
-                self.bad(node, f"不允许给 .{node.attr} 赋值（会改动 torch/triton/评分代码的行为）",
-                         "只能给自己的配置对象的属性赋值")
+            elif root is None or root[0] not in self.own_objects or node.attr.startswith("_"):
+                self.bad(node, f"不允许给 .{node.attr} 赋值（只能改自己的类和它的实例：self.x、cfg = Cfg() 之后的 cfg.x）",
+                         "torch/triton 的对象、kernel 和别的值的属性都不能改")
             return
         path = _dotted(node)
         if path is not None and (path[0] in self.modules or path[0] == "rt"):
@@ -308,8 +379,14 @@ class _Checker:
                 for n in ast.walk(part)]
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Import,
-                                 ast.ImportFrom, ast.Global, ast.Nonlocal, ast.With, ast.Try, ast.Delete, ast.Yield)):
+                                 ast.ImportFrom, ast.Global, ast.Nonlocal, ast.With, ast.Try, ast.Delete, ast.Yield,
+                                 ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr)):
                 self.bad(node, f"@triton.jit kernel {fn.name} 里不能写 {type(node).__name__}", "kernel 里只能写 Triton 代码")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "__" in node.value:
+                self.bad(node, f"kernel {fn.name} 里不允许含 __ 的字符串", "kernel 里的字符串只用于 print 的说明文字")
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                    and isinstance(node.slice.value, str):
+                self.bad(node, f"kernel {fn.name} 里不能用字符串下标", "kernel 里只按块、切片或整数取下标")
             elif isinstance(node, ast.Name):
                 if node.id in ("getattr", "hasattr", "setattr", "eval", "exec", "open", "globals", "vars"):
                     self.bad(node, f"kernel {fn.name} 里不允许使用 {node.id}", "kernel 里直接写 tl.xxx 或变量名")
@@ -319,6 +396,9 @@ class _Checker:
                 path = _dotted(node)
                 if path and path[0] == "triton" and len(path) > 1 and path[1] != "language":
                     self.bad(node, f"kernel {fn.name} 里不允许使用 {'.'.join(path)}", "kernel 里用 tl.*")
+                elif (path is None or path[0] not in self.modules) and node.attr not in self.kernel_attrs:
+                    self.bad(node, f"kernel {fn.name} 里不允许读 .{node.attr}",
+                             "kernel 里的值只有 Triton 的方法和属性，例如 x.to(tl.float32)、x.dtype、x.shape")
                 else:
                     self.attribute(node, host=False)
 
@@ -378,6 +458,7 @@ def audit(cells: dict[str, str], template_names: set[str] = frozenset(), specs: 
             out.refused.append(f"答案单元 {cid} 第 {e.lineno} 行不是合法的 Python（{e.msg}）")
     known = set().union(*(_bound_names(t) for t in trees.values())) if trees else set()
     own = set().union(*(_own_attrs(t) for t in trees.values())) if trees else set()
+    own_objects = _own_objects(ast.Module(body=[n for t in trees.values() for n in t.body], type_ignores=[]))
     modules = {}
     for t in trees.values():
         for n in ast.walk(t):
@@ -390,7 +471,7 @@ def audit(cells: dict[str, str], template_names: set[str] = frozenset(), specs: 
                     modules[a.asname or a.name] = MODULES.get(f"{n.module}.{a.name}", a.name)
     modules.update({"torch": "torch", "triton": "triton", "tl": "tl", "math": "math"})
     for cid, tree in trees.items():
-        ck = _Checker(cid, (known | set(template_names)) - set(modules), own, modules)
+        ck = _Checker(cid, (known | set(template_names)) - set(modules), own, modules, own_objects)
         ck.host(tree)
         out.refused += ck.found + _spec_calls(cid, tree, set(specs))
     return out

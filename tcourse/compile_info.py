@@ -189,11 +189,13 @@ def _divisible_by_16(value) -> bool:
 
 
 def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, capability: int = 90,
-                     **constexprs) -> CompileReport:
+                     specialize: bool = True, **constexprs) -> CompileReport:
     """Compile ``kernel`` for sm_90 as ``kernel[grid](*args, **constexprs)`` would.
 
     ``args`` are the runtime arguments in order (tensors, ints, floats, or Triton type strings like
-    ``"*fp16"``); ``constexprs`` are the ``tl.constexpr`` parameters by name.
+    ``"*fp16"``); ``constexprs`` are the ``tl.constexpr`` parameters by name. ``specialize=False``: an int
+    equal to 1 stays a runtime argument, as the interpreter sees it (the grader's check that the code the
+    interpreter ran is code a compiler takes: a branch on such an int is compiled, not folded away).
     """
     import triton
     from triton.backends.compiler import GPUTarget
@@ -209,7 +211,7 @@ def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, cap
     # constant, and 16-byte aligned pointers and ints divisible by 16 get tt.divisibility=16,
     # which is what lets the compiler emit vectorised (16-byte) loads and pipeline tiles.
     constants = dict(constexprs)
-    constants.update({n: 1 for n, v in values.items() if type(v) is int and v == 1
+    constants.update({n: 1 for n, v in values.items() if specialize and type(v) is int and v == 1
                       and n not in (getattr(kernel, "do_not_specialize", None) or ())})
     constants.update({n: None for n, v in values.items() if v is None})  # an optional pointer left out
     signature = {n: "constexpr" if n in constants else _arg_type(values[n]) for n in fn.arg_names}

@@ -236,6 +236,22 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
     ("@triton.jit\ndef k(x):\n    getattr(tl, 'core')\n", False),
     ("@triton.jit\ndef k(x):\n    tl.core._aggregate\n", False),
     ("@triton.jit\ndef k(x):\n    triton.runtime\n", False),
+    # own attribute names that mean something elsewhere, and stores on objects that are not the learner's (2026-12-07)
+    ("class C:\n    gi_frame = 0\n    f_builtins = 0\ng = (i for i in range(1))\ng.gi_frame.f_builtins\n", False),
+    ("class C:\n    format = 0\n'{0.x}'.format(1)\n", False),
+    ("T = torch.Tensor\nT.detach = f\n", False),
+    ("@triton.jit\ndef k(x):\n    pass\nk.run = k.run\n", False),
+    ("class Cfg:\n    BLOCK = 128\ncfg = Cfg()\ncfg = torch.Tensor\ncfg.detach = f\n", False),
+    ("class Cfg:\n    def __init__(self, b):\n        self.block = b\ncfg = Cfg(4)\ncfg.block = 8\nCfg.block = 2\n", True),
+    # a kernel reaching Python through the interpreter (found 2026-12-07: numpy and ctypes wrote out, 16/16)
+    ("@triton.jit\ndef k(x, one):\n    if isinstance(one, tl.tensor):\n        pass\n", False),
+    ("@triton.jit\ndef k(x):\n    g = (i for i in range(1))\n", False),
+    ("@triton.jit\ndef k(x):\n    v = [i for i in range(4)]\n", False),
+    ("@triton.jit\ndef k(x):\n    x.handle.data\n", False),
+    ("@triton.jit\ndef k(x, d):\n    d['__import__']\n", False),
+    ("@triton.jit\ndef k(x, d):\n    d.f_builtins\n", False),
+    ("@triton.jit\ndef k(x, y, B: tl.constexpr):\n    v = tl.load(x + tl.arange(0, B)).to(y.dtype.element_ty)\n"
+     "    tl.store(y + tl.arange(0, B), v.T.reshape((B,)))\n", True),
 ])
 def test_policy(src, ok):
     a = policy.audit({"c": src})

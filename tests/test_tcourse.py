@@ -207,6 +207,30 @@ def test_compile_for_sm90_on_a_cpu_machine():
     assert lines[-1] == "False True True"
 
 
+def test_compile_for_sm90_unspecialised_compiles_the_branch_an_int_1_would_fold():
+    """The grader compiles with ``specialize=False``: an int argument equal to 1 stays a runtime value, as in the
+    interpreter, so a branch that only the interpreter takes is compiled too (and Python there is refused)."""
+    r = run_py("""
+        import tcourse; tcourse.setup(quiet=True)
+        import torch, triton, triton.language as tl
+        from tcourse.compile_info import compile_for_sm90
+        @triton.jit
+        def k(x, one, BLOCK: tl.constexpr):
+            if isinstance(one, tl.tensor):
+                g = (i for i in range(1))
+            tl.store(x + tl.arange(0, BLOCK), tl.zeros((BLOCK,), tl.float32))
+        x = torch.empty(64)
+        print("SPECIALISED", compile_for_sm90(k, x, 1, BLOCK=64).fits_sm90)
+        try:
+            compile_for_sm90(k, x, 1, BLOCK=64, specialize=False)
+            print("UNSPECIALISED compiled")
+        except Exception as e:
+            print("UNSPECIALISED refused", type(e).__name__)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "SPECIALISED True" in r.stdout and "UNSPECIALISED refused" in r.stdout, r.stdout
+
+
 def test_compile_for_sm90_rejects_wrong_arity():
     from tcourse.compile_info import compile_for_sm90
 
