@@ -191,7 +191,7 @@ def grade_many(paths: list[str], out: Path, device: str, cell_timeout: float, ex
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
         for stem in sorted(rows, key=lambda s: rows[s]["file"]):
-            w.writerow({k: rows[stem][k] for k in FIELDS})
+            w.writerow({k: formats.spreadsheet_safe(rows[stem][k]) for k in FIELDS})
     written = formats.write(list(format_names), out, [
         formats.Entry(stem, str(p), _result(out, stem, rows[stem]), rows[stem]["status"]) for p, stem, _ in plan
     ]) if format_names else []

@@ -104,7 +104,7 @@ def gradescope(entry: Entry, now: datetime) -> dict:
         tests.append(g)
     return {"score": r["score"], "execution_time": round(r["duration_s"]), "output": _summary(r),
             "output_format": "text", "tests": tests,
-            "extra_data": {"exercise": r["exercise"], "device": r["device"], "seed": r["seed"]}}
+            "extra_data": {"exercise": r["exercise"], "device": r["device"]}}  # the seed stays with the instructor
 
 
 def prairielearn(entry: Entry, now: datetime) -> dict:
@@ -168,6 +168,12 @@ def junit(entries: list[Entry]) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
+def spreadsheet_safe(value):
+    """A text cell that a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``, a tab or a CR first: a
+    submission's file name is the learner's choice) gets a leading ``'``."""
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
 def canvas_identity(file: str) -> tuple[str, str]:
     """(Student, Canvas user id) from a Canvas download name; (file stem, "") for any other name."""
     name = Path(file).name
@@ -192,7 +198,8 @@ def canvas_csv(entries: list[Entry]) -> str:
     w.writerow(CANVAS_FIELDS + exercises)
     w.writerow(["Points Possible", "", "", "", ""] + [f"{possible[x]:g}" for x in exercises])
     for (name, uid), scores in sorted(students.items()):
-        w.writerow([name, uid, "", "", ""] + [f"{scores[x]:g}" if x in scores else "" for x in exercises])
+        w.writerow([spreadsheet_safe(name), spreadsheet_safe(uid), "", "", ""]
+                   + [f"{scores[x]:g}" if x in scores else "" for x in exercises])
     return buf.getvalue()
 
 

@@ -7,6 +7,7 @@ same shapes that only the replay sees (written to ``replay/``). The grader keeps
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import dataclass, field
@@ -33,6 +34,14 @@ class PlannedCase:
     again: dict = field(default_factory=dict)   # second data set of a repeat case
 
 
+def _generator(seed: int, case_no: int, role: str) -> torch.Generator:
+    """Each data set of each case from a generator of its own, seeded by a hash of the run's secret seed: the values
+    the learner's call is shown (from which a Mersenne Twister's state can be worked out) say nothing of the fresh
+    ones the replay runs on, nor of the secret seed."""
+    digest = hashlib.sha256(f"{seed}:{case_no}:{role}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+
+
 def draw(t, case: Case, g: torch.Generator) -> torch.Tensor:
     """The values of one input, rounded to the dtype the kernel sees; carried as float64, integers as int64 (float64
     holds an integer exactly only up to 2^53)."""
@@ -42,6 +51,11 @@ def draw(t, case: Case, g: torch.Generator) -> torch.Tensor:
     if dtype in FLOAT_DTYPES:
         return values.to(torch.float64).to(TORCH_DTYPES[dtype]).double()
     return values.to(TORCH_DTYPES[dtype]).long()
+
+
+def _data_set(case: Case, seed: int, case_no: int, role: str) -> dict:
+    g = _generator(seed, case_no, role)
+    return {t.name: draw(t, case, g) for t in case.inputs}
 
 
 def _save(path: Path, values: torch.Tensor, dtype: str) -> None:
@@ -72,10 +86,8 @@ def make_plan(ex: Exercise, cases: list[Case], seed: int, workdir: Path, device:
     tensor_ids = [i for i, c in enumerate(cases) if c.mode == "tensor" and c.inputs and not c.bare]
     repeat = set(random.Random(seed).sample(tensor_ids, min(REPEATS, len(tensor_ids))))
     for i, case in enumerate(cases):
-        g = torch.Generator().manual_seed((seed * 1000 + i) % 2**63)
-        shown = {t.name: draw(t, case, g) for t in case.inputs}
-        fresh = {t.name: draw(t, case, g) for t in case.inputs}
-        again = {t.name: draw(t, case, g) for t in case.inputs} if i in repeat else {}
+        shown, fresh = _data_set(case, seed, i, "shown"), _data_set(case, seed, i, "fresh")
+        again = _data_set(case, seed, i, "again") if i in repeat else {}
         pc = PlannedCase(f"c{i:02d}", case, shown, fresh, again)
         for t in case.inputs:
             _save(workdir / f"{pc.id}_{t.name}.npy", shown[t.name], t.dtype_in(case))

@@ -192,7 +192,10 @@ def _bwrap_argv(root: Path, device: str, binds: list[tuple[str, Path]], chdir: P
         argv += [how, str(path), str(path)]
     for d in SCRATCH_MOUNTS:  # after the binds, whose mount points may sit below them
         argv += ["--remount-ro", d]
-    return argv + ["--chdir", str(chdir)]
+    # the new root is a tmpfs too, and so are the folders bwrap makes in it for the binds (/work, /home/...): files
+    # written there would sit in RAM, out of the watchdog's sight (3 GiB, found 2026-12-07). Read-only, not
+    # recursive: the binds keep their own modes.
+    return argv + ["--remount-ro", "/", "--chdir", str(chdir)]
 
 
 def kernel_argv(root: Path, device: str, iso: Isolation) -> list[str]:

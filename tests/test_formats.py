@@ -72,6 +72,18 @@ def test_canvas_rows_students_and_points():
     assert by["dave"][5:] == ["", ""]                          # unusable: no score to import
 
 
+def test_a_file_name_is_never_a_spreadsheet_formula_and_the_seed_stays_with_the_instructor():
+    """A submission's file name is the learner's choice: "=HYPERLINK(...)" named a Canvas row (found 2026-12-07).
+    Text cells starting like a formula get a leading '. The run's seed is in the instructor's files, not the
+    student-facing results.json."""
+    e = [formats.Entry("x", '/subs/=HYPERLINK("http:evil";"x")+1.ipynb', fx.result("ex01_axpy"), "ok"),
+         formats.Entry("y", "/subs/@SUM(A1)_1001_501_ex01.ipynb", fx.result("ex01_axpy"), "ok")]
+    cells = [c for r in csv.reader(io.StringIO(formats.canvas_csv(e))) for c in r[:2]]
+    assert "'=HYPERLINK(\"http:evil\";\"x\")+1" in cells and "'@SUM(A1)" in cells
+    assert not any(c[:1] in "=+-@" for c in cells if c)
+    assert "seed" not in json.dumps(formats.gradescope(e[0], NOW)) and "seed" in formats.junit(e)
+
+
 def test_hidden_tests_are_hidden_from_students_until_the_date():
     r = fx.result("ex01_axpy", {5: "oob"}, hidden={4, 5}, hidden_until="2026-12-15T00:00:00+00:00")
     e = formats.Entry("s", "/subs/s.ipynb", r, "incomplete")

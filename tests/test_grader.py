@@ -240,6 +240,26 @@ def test_integers_are_drawn_kept_and_compared_as_int64(tmp_path):
     assert (compare._as_carried(x.double(), "int64") != ref).mean() > 0.99
 
 
+def test_the_fresh_inputs_do_not_continue_the_stream_the_shown_ones_came_from(tmp_path):
+    """A Mersenne Twister's state can be worked out from 624 of its outputs, which an int64 case over the whole range
+    shows the learner's call (found 2026-12-07: the fresh inputs of every case, and the seed, predicted exactly). Each
+    data set has a generator of its own, seeded by a hash of the secret seed: continuing the shown stream, or
+    re-seeding it by the old rule, gives values the replay never sees."""
+    from grader import plan
+
+    ex = registry.get("dr03_strided_copy_2d")
+    cases = ex.cases_for("cpu", 3)
+    i = next(k for k, c in enumerate(cases) if c.dtype == "int64")
+    pc = make_plan(ex, cases, 3, tmp_path, "cpu")[i]
+    spec = pc.case.inputs[0]
+    g = torch.Generator().manual_seed(0)
+    g.set_state(plan._generator(3, i, "shown").get_state())
+    assert torch.equal(plan.draw(spec, pc.case, g), pc.shown["x"])
+    for guess in (plan.draw(spec, pc.case, g), plan.draw(spec, pc.case, torch.Generator().manual_seed(3 * 1000 + i))):
+        assert not torch.equal(guess, pc.fresh["x"])
+    assert not torch.equal(pc.shown["x"], pc.fresh["x"])
+
+
 def test_infinite_loop_is_timeout_and_budget_holds(tmp_path):
     path = make_variant(tmp_path, "ex01_axpy", [("    n = x.numel()\n", "    n = x.numel()\n    while True:\n        pass\n")])
     r = run(path, cell_timeout=3, budget=20)

@@ -287,6 +287,24 @@ def test_memory_watchdog_kills_a_growing_kernel(tmp_path, monkeypatch):
     assert any("内存超限" in t.message or "崩溃" in t.message for t in r.tests)
 
 
+@pytest.mark.skipif(sandbox.bwrap() is None, reason="no bubblewrap here")
+def test_sandbox_writes_only_into_its_binds(tmp_path):
+    """bwrap's new root and the folders it makes there for the binds are a tmpfs: a kernel wrote 3 GiB of RAM there
+    that no watchdog saw (2026-12-07). Read-only now; the bound work folder stays writable."""
+    import subprocess
+    import sys
+
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = sandbox._bwrap_argv(tmp_path, "cpu", [("--bind", work)], work)
+    targets = [tmp_path / "x", tmp_path.parent / "x", "/x", "/tmp/x", "/home/x", work / "ok"]
+    code = ("import sys\nfor p in sys.argv[1:]:\n    try:\n        open(p, 'w').write('1')\n        print('WROTE', p)\n"
+            "    except OSError:\n        print('REFUSED', p)\n")
+    r = subprocess.run(argv + [sys.executable, "-c", code, *map(str, targets)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-1000:]
+    assert r.stdout.split() == [w for t in targets for w in ("WROTE" if t == work / "ok" else "REFUSED", str(t))], r.stdout
+
+
 def test_sandbox_keeps_a_venv_inside_the_repository_but_not_the_repository(monkeypatch):
     """./course.sh puts .venv inside the repo: the kernel needs it, and must still not see the repo."""
     import os
