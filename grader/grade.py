@@ -189,11 +189,13 @@ def _verdicts(ex, planned, run: execute.Execution, rp: execute.Replay, root: Pat
                 tests.append(mk("crashed", f"评分进程异常退出（exit {run.worker_rc}），这个测试没有运行。"
                                            f"{_last_line(run.worker_stderr)}"))
         elif cell["status"] == "timeout":
-            tests.append(mk("timeout", "这个测试超时了：kernel 或包装函数里有死循环，或者太慢（grid 太大？）。"))
+            tests.append(mk("timeout", "这个测试超时了：kernel 或包装函数里有死循环，或者太慢（grid 太大？）。"
+                                       + (pc.case.hint or "")))
         elif cell["status"] == "dead" and cell.get("files"):
             tests.append(mk("crashed", f"写的文件超限，内核被终止了（{cell['error'][-120:]}）：答案单元不需要写文件。"))
         elif cell["status"] == "dead" and cell.get("memory"):
-            tests.append(mk("crashed", f"内存超限，内核被终止了（{cell['error'][-120:]}）：是不是分配了过大的张量？"))
+            tests.append(mk("crashed", f"内存超限，内核被终止了（{cell['error'][-120:]}）：是不是分配了过大的张量或列表？"
+                                       + (pc.case.hint or "")))
         elif cell["status"] == "dead":
             tests.append(mk("crashed", "运行这个测试时内核崩溃了（进程退出或段错误）：常见原因是越界读写（tl.load/tl.store 少了 mask）、"
                                        "os._exit 或 sys.exit。"))

@@ -112,6 +112,7 @@ CLAIMS = {
     ("ex12_flash_attention_backward", "ZERO"): lambda c, blk: c.scalars["sm_scale"] == 0.0,
     ("ex04_group_m_swizzle", "GM1"): lambda c, blk: c.scalars["GROUP_M"] == 1 and c.scalars["num_pid_m"] > 1,
     ("ex04_group_m_swizzle", "ONE_GROUP"): lambda c, blk: 1 < c.scalars["num_pid_m"] < c.scalars["GROUP_M"],
+    ("ex04_group_m_swizzle", "HUGE"): lambda c, blk: all(m > 10**6 and n > 10**6 for _, m, n, _ in c.calls),
     ("ex04_group_m_swizzle", "MANY"): lambda c, blk: c.scalars["num_pid_m"] * c.scalars["num_pid_n"] > 1024,
     ("ex10_layernorm_backward", "G_ABOVE_M"): lambda c, blk: c.scalars["G"] > _dim(c, "x", 0),
     ("ex10_layernorm_backward", "FP16_ROWS"): lambda c, blk: c.dtype == "float16" and _dim(c, "x", 0) / c.scalars["G"] >= 200
@@ -142,3 +143,15 @@ def test_a_hint_holds_for_every_case_it_is_attached_to(ex_id, const):
                         wrong.append((device, seed, case.name))
     assert seen, f"no case of {ex_id} carries {const}"
     assert not wrong, f"{len(wrong)} of {seen} cases contradict {const}, e.g. {sorted(set(w[2] for w in wrong))[:6]}"
+
+
+def test_ex04s_formula_reference_is_the_specs_order():
+    """The case with a trillion tiles has the formula for its reference (the spec's list would not fit): on every
+    small grid the formula gives the spec's order."""
+    ex = registry.get("ex04_group_m_swizzle")
+    case = next(c for c in ex.cases_for("cpu", 1) if c.hint == _constant("ex04_group_m_swizzle", "HUGE"))
+    order = case.reference.__globals__["swizzle_order_spec"]
+    for m in range(1, 14):
+        for n in range(1, 8):
+            for g in range(1, 9):
+                assert [case.reference(p, m, n, g) for p in range(m * n)] == order(m, n, g), (m, n, g)

@@ -14,7 +14,8 @@
 #    kernel 里用 `tl.minimum` 代替 `min`。顺序要由 kernel 自己算：在包装函数里算好一张表再让 kernel 照抄，评分器重放时
 #    不保留那张表（当作未初始化的内存），这样的答案拿不到第 2 部分的分。
 #
-# 评分器会对很多组 `(num_pid_m, num_pid_n, GROUP_M)` 检查第 1 部分（不需要 GPU，也不启动 kernel），再用几组检查第 2 部分。
+# 评分器会对很多组 `(num_pid_m, num_pid_n, GROUP_M)` 检查第 1 部分（不需要 GPU，也不启动 kernel；其中有上万亿个 tile 的，
+# 先列出顺序再查表的写法算不完），再用几组检查第 2 部分。
 # %% id=ex04-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -112,6 +113,12 @@ def tile_of(pid, num_pid_m, num_pid_n, GROUP_M):
     return swizzle_order_spec(num_pid_m, num_pid_n, GROUP_M)[pid]
 
 
+def tile_by_formula(pid, num_pid_m, num_pid_n, GROUP_M):  # the reference where the spec's list would not fit in memory
+    first_pid_m = pid // (GROUP_M * num_pid_n) * GROUP_M
+    rows = min(num_pid_m - first_pid_m, GROUP_M)
+    return first_pid_m + pid % (GROUP_M * num_pid_n) % rows, pid % (GROUP_M * num_pid_n) // rows
+
+
 def order_map(num_pid_m, num_pid_n, GROUP_M):
     return torch.tensor(swizzle_order_spec(num_pid_m, num_pid_n, GROUP_M), dtype=torch.float64)
 
@@ -125,6 +132,8 @@ PARTIAL = ("最后一组不满、但有 2 行以上（num_pid_m 不是 GROUP_M �
 GM1 = "GROUP_M=1：每组只有一行，顺序就是按行（pid_m = pid // num_pid_n），通用公式本身就给出这个顺序，不用另写一条路径。"
 ONE_GROUP = ("num_pid_m 比 GROUP_M 小：只有一组，group_size_m = min(num_pid_m - first_pid_m, GROUP_M) = num_pid_m，"
              "pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m（不是 pid % GROUP_M）。")
+HUGE = ("上万亿个 tile（num_pid_m、num_pid_n 都超过一百万）：题目要的是公式（//、%、min），不能先用循环或列表把顺序"
+        "列出来再查表——那样既不满足“不许用循环或列表”，也算不完、放不下。")
 MANY = "tile 超过 1024 个：grid 是 num_pid_m * num_pid_n 个 program，每个 program 只算自己那一个 pid。"
 
 
@@ -145,6 +154,7 @@ def cases(device, rng):
 
     hidden = [(rng.randint(9, 40), rng.randint(2, 20), rng.choice((3, 5, 6, 8))) for _ in range(2)]
     many = (rng.randint(50, 80), rng.randint(21, 30), rng.choice((2, 4, 8)))
+    huge = [(1_000_003, 1_000_001, 8), (rng.randint(10**6, 10**7), rng.randint(10**6, 10**7), rng.choice((3, 5, 6)))]
     return [
         py("pid_to_tile GROUP_M=1", lambda m, g: g == 1,
            "GROUP_M=1 时每组只有一行，顺序就是按行：pid_m = pid // num_pid_n，pid_n = pid % num_pid_n。", 1.0, public=True),
@@ -153,6 +163,10 @@ def cases(device, rng):
         py("pid_to_tile 最后一组不满", lambda m, g: g > 1 and m % g != 0,
            "最后一组可能不足 GROUP_M 行：group_size_m = min(num_pid_m - first_pid_m, GROUP_M)，取模和除法都要用它。", 2.0,
            extra=hidden, hidden=True),
+        Case("pid_to_tile 上万亿个 tile", "int32", mode="python", func="pid_to_tile", reference=tile_by_formula,
+             calls=tuple((pid, m, n, g) for m, n, g in huge for pid in (0, m * n - 1, rng.randrange(m * n),
+                                                                           m * n - 1 - rng.randrange(g * n))),
+             points=1.0, hint=HUGE),
         kernel(1, 1, 1, public=True), kernel(5, 7, 2), kernel(8, 3, 4, public=True),
         kernel(11, 13, 3, hint=PARTIAL), kernel(7, 5, 4, hint=PARTIAL), kernel(13, 7, 1, hint=GM1),
         kernel(3, 4, 8, hint=ONE_GROUP), *[kernel(m, n, g, hidden=True) for m, n, g in hidden],
