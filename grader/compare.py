@@ -146,22 +146,34 @@ def _takes(fn, name: str) -> bool:
 
 
 def _split(buf: np.ndarray, spec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(lower guard, the output view's values, upper guard) of a flat guarded output buffer."""
+    """(both guards, the gaps inside the view's span that hold no element of it, the view's values) of a flat
+    guarded output buffer."""
     strides, span = layout_strides(spec.shape, spec.layout)
     g = guard_size(span)
-    view = np.lib.stride_tricks.as_strided(buf[g:], shape=spec.shape, strides=[s * 8 for s in strides]) \
-        if spec.shape else buf[g:g + 1].reshape(())
-    return buf[:g], np.array(view), buf[g + span:]
+    guards = np.concatenate([buf[:g], buf[g + span:]])
+    body = buf[g:g + span]
+    if not spec.shape:
+        return guards, body[1:], body[:1].reshape(())
+    view = np.lib.stride_tricks.as_strided(body, shape=spec.shape, strides=[s * body.itemsize for s in strides])
+    covered = np.zeros(span, dtype=bool)
+    np.lib.stride_tricks.as_strided(covered, shape=spec.shape, strides=strides)[...] = True
+    return guards, body[~covered], np.array(view)
 
 
 def check_output(buf: np.ndarray, ref: np.ndarray, spec, dtype: str, tol, where: str, hint: str) -> str | None:
-    """None when the flat output buffer holds the reference (within ``tol``) and its guards are intact."""
-    lo, out, hi = _split(buf, spec)
+    """None when the flat output buffer holds the reference (within ``tol``), and its guards and the gaps between
+    its elements are intact."""
+    guards, gaps, out = _split(buf, spec)
     sentinel = float(OUT_SENTINEL[dtype])
-    hit = int(np.count_nonzero(lo != sentinel)) + int(np.count_nonzero(hi != sentinel))
+    hit = int(np.count_nonzero(guards != sentinel))
     if hit:
         return (f"{where}：越界写 —— {spec.name} 前后的保护区被写了 {hit} 个元素。通常是 tl.store 少了 mask"
                 f"（最后一个块超出了张量），或者 mask 放过了越界的元素（例如 offs <= n，应为 offs < n）。{hint}")
+    hit = int(np.count_nonzero(gaps != sentinel))
+    if hit:
+        return (f"{where}：越界写 —— {spec.name} 不是连续的（stride {layout_strides(spec.shape, spec.layout)[0]}），"
+                f"它的元素之间的空隙（例如一行末尾到下一行开头之间，不属于 {spec.name} 的内存）被写了 {hit} 个元素。"
+                f"写 {spec.name} 要按它的 stride 逐个元素定位，不能把它覆盖的那段内存当成连续的一整块来写。{hint}")
     if dtype not in FLOAT_DTYPES:
         wrong = out != ref
         if wrong.any():

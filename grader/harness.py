@@ -73,9 +73,11 @@ def _tensor_text(t) -> str:
     return f"形状 {tuple(t.shape)}、{str(t.dtype).replace('torch.', '')}、在 {t.device.type} 上的张量"
 
 
-def _adopt(ret, outs: dict, in_bufs: dict) -> tuple[str, str]:
+def _adopt(ret, outs: dict, in_bufs: dict, ins: dict) -> tuple[str, str]:
     """A bare call (no outputs passed): the tensors it returned become the outputs, copied into the grader's buffers.
-    Returns (``out``, "") or (``input``/``wrong``, what came back against what should have)."""
+    Returns (``out``, "") or (``input``/``wrong``, what came back against what should have). ``ins``: the input
+    views (an output laid out like an input of its shape, ``torch.empty_like``, is fine; another non-contiguous
+    layout is not)."""
     views, got = list(outs.values()), _as_returned(ret, outs)
     want = "、".join(_tensor_text(v) for v in views)
     if len(got) != len(views) or any(not isinstance(r, torch.Tensor) or r.shape != v.shape or r.dtype != v.dtype
@@ -84,6 +86,12 @@ def _adopt(ret, outs: dict, in_bufs: dict) -> tuple[str, str]:
         return "wrong", f"返回的是 {shown[:200]}，应当是 {want}"
     if _shares_input(got, in_bufs):
         return "input", ""
+    odd = [r for r in got if not r.is_contiguous() and not any(r.shape == x.shape and r.stride() == x.stride()
+                                                                for x in ins.values())]
+    if odd:  # a view of a buffer laid out otherwise (empty((N, M)).t()): the user's next .view() fails
+        return "wrong", (f"返回的张量形状、dtype 都对，但不是连续的（stride {tuple(odd[0].stride())}）：自己分配的输出要像 torch 的"
+                         "运算结果一样，连续（torch.empty(形状, dtype=..., device=...)）或者和同形状的输入布局相同"
+                         "（torch.empty_like(输入)），不要返回另一个形状的张量的转置视图")
     for r, v in zip(got, views):
         v.copy_(r)
     return "out", ""
@@ -161,7 +169,7 @@ def run_tensor_case(fn, case: dict, wd: Path, device: str) -> dict:
                 ret = fn(*[values[n] for n in case["call"]], **{n: values[n] for n in case["kwargs"]},
                          **({} if case.get("bare") else outs))
             if case.get("bare"):
-                rec["returned"], rec["bare_returned"] = _adopt(ret, outs, in_bufs)
+                rec["returned"], rec["bare_returned"] = _adopt(ret, outs, in_bufs, ins)
             after, late = _settle(out_bufs, device)
             rec["late"] += late
             if not tag and not case.get("bare"):

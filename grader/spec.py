@@ -58,6 +58,9 @@ FILLS: dict[str, Callable] = {
     "halves": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64)
     + 100 * torch.where(torch.arange(shape[-1]) < shape[-1] // 2, 1.0, -1.0).double(),
     "near_100": lambda g, shape: 100 + torch.randn(shape, generator=g, dtype=torch.float64),
+    # the first 55 % of each row -inf (masked positions), the rest finite: a row of 2000 starts with 1100 of them
+    "neg_inf_head": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64).masked_fill(
+        torch.arange(shape[-1]) < shape[-1] * 11 // 20, float("-inf")),
 }
 # the tolerance of a "halves" @ "near_100" case: float32 partial sums of up to about 7e5 round by up to 0.03 at each
 # step along K, so a result near 0 carries an error of a few units in any float32 accumulation order (a float16
@@ -172,12 +175,14 @@ BARE_MAX_ELEMENTS = 1 << 18  # inputs of a bare case: one more interpreted call 
 
 
 def bare_cases(cases: list[Case], reference: Callable | None) -> list[Case]:
-    """For each function with tensor cases, one more case that calls it the way a user would: the required arguments
-    only. The outputs are left out (the function allocates and returns them), and so is every keyword the spec takes
-    with a default or does not take (``causal``, ``eps``, block sizes): the reference then uses the spec's defaults,
-    and the learner's function must use the same. Its launches are not replayed, so it counts only when every other
-    correctness case passed (``grade.py``). Made from the function's public case (else any) whose sizes tell
-    most apart, among those a CPU run also has."""
+    """For each function with tensor cases, cases that call it the way a user would: the required arguments only,
+    one for float32 and one for the next dtype in :data:`DTYPES` that its cases use (an output allocated as float32
+    whatever the input is right only for float32). The outputs are left out (the function allocates and returns them), and so is
+    every argument the spec takes with a default or does not take (``causal``, ``eps``, block sizes), by keyword or
+    last in the positional ones: the reference then uses the spec's defaults, and the learner's function must use
+    the same. Their launches are not replayed, so they count only when every other correctness case passed
+    (``grade.py``). Each is made from the function's public case (else any) of its dtype whose sizes tell most
+    apart, among those a CPU run also has."""
     import inspect
 
     def telling(c: Case):  # public first, then the sizes that tell most apart (no 1, unequal), then the larger
@@ -185,19 +190,23 @@ def bare_cases(cases: list[Case], reference: Callable | None) -> list[Case]:
         dims += [v for k, v in c.scalars.items() if k in c.call and type(v) is int]
         return (not c.public, -len({d for d in dims if d > 1}), -sum(math.prod(t.shape) for t in c.inputs))
 
-    made, seen = [], set()
-    for c in sorted(cases, key=telling):
-        if c.mode != "tensor" or not c.outputs or c.gpu_only or c.func in seen \
-                or sum(math.prod(t.shape) for t in c.inputs) > BARE_MAX_ELEMENTS:
+    made, seen = [], {}  # function -> the dtypes it has bare cases for
+    for c in sorted(cases, key=lambda c: (DTYPES.index(c.dtype) if c.dtype in DTYPES else len(DTYPES), telling(c))):
+        if c.mode != "tensor" or not c.outputs or c.gpu_only or len(seen.get(c.func, ())) == 2 \
+                or c.dtype in seen.get(c.func, ()) or sum(math.prod(t.shape) for t in c.inputs) > BARE_MAX_ELEMENTS:
             continue
-        seen.add(c.func)
+        seen.setdefault(c.func, []).append(c.dtype)
         params = inspect.signature(c.reference or reference).parameters
-        kwargs = tuple(k for k in c.kwargs if k in params and params[k].default is inspect.Parameter.empty)
+        required = lambda k: k in params and params[k].default is inspect.Parameter.empty  # noqa: E731
+        call = list(c.call)
+        while call and call[-1] in params and not required(call[-1]):
+            call.pop()
+        kwargs = tuple(k for k in c.kwargs if required(k))
         shapes = " ".join(f"{t.name}{tuple(t.shape)}" for t in c.inputs) or " ".join(f"{k}={c.scalars[k]}"
-                                                                                  for k in c.call)
-        made.append(replace(c, name=f"{c.func}({', '.join(c.call + kwargs)}) {BARE_TAG}：{shapes} {c.dtype}",
-                            kwargs=kwargs, bare=True, hint=BARE_HINT, max_programs="",
-                            scalars={k: v for k, v in c.scalars.items() if k in c.call or k in kwargs}))
+                                                                                  for k in call)
+        made.append(replace(c, name=f"{c.func}({', '.join(call + list(kwargs))}) {BARE_TAG}：{shapes} {c.dtype}",
+                            call=tuple(call), kwargs=kwargs, bare=True, hint=BARE_HINT, max_programs="",
+                            scalars={k: v for k, v in c.scalars.items() if k in call or k in kwargs}))
     return made
 
 

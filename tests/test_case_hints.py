@@ -9,6 +9,7 @@ import functools
 from pathlib import Path
 
 import pytest
+import torch
 
 from grader import registry
 from grader.spec import ODD_LAYOUTS
@@ -124,8 +125,17 @@ CLAIMS = {
     ("dr03_strided_copy_2d", "WIDEINT"): lambda c, blk: c.dtype == "int32" and _fill(c, "x") == "full_int32",
     ("dr03_strided_copy_2d", "WIDEINT64"): lambda c, blk: c.dtype == "int64" and _fill(c, "x") == "full_int64",
     **{(ex, "ODD"): lambda c, blk: any(t.layout in ODD_LAYOUTS for t in (*c.inputs, *c.outputs))
-       for ex in ("ex03_matmul", "ex06_transpose", "dr03_strided_copy_2d", "dr04_gather", "dr06_tile_transpose",
-                  "dr07_batched_dot")},
+       for ex in ("ex03_matmul", "ex06_transpose", "dr02_col_sum", "dr03_strided_copy_2d", "dr04_gather", "dr05_matvec",
+                  "dr06_tile_transpose", "dr07_batched_dot")},
+    ("ex05_layernorm", "EPS_DEFAULT"): lambda c, blk: "eps" not in c.call and "eps" not in c.kwargs
+    and float(c.inputs[0].fill(torch.Generator().manual_seed(0), (4, 1000)).var()) < 1e-4,
+    ("ex10_layernorm_backward", "EPS_DEFAULT"): lambda c, blk: "eps" not in c.call and "eps" not in c.kwargs
+    and float(c.inputs[0].fill(torch.Generator().manual_seed(0), (4, 1000)).var()) < 1e-4,
+    ("ex10_layernorm_backward", "GROUPS_40"): lambda c, blk: c.scalars["G"] == 40 and _dim(c, "x", 0) >= 40,
+    ("ex07_flash_attention", "PLAIN_BLOCKS"): lambda c, blk: not c.scalars["causal"] and blk("BLOCK_M") != blk("BLOCK_N"),
+    ("ex12_flash_attention_backward", "PLAIN_BLOCKS"): lambda c, blk: not c.scalars["causal"]
+    and blk("BLOCK_M") != blk("BLOCK_N"),
+    ("ex02_softmax", "NEG_INF"): lambda c, blk: _fill(c, "x") == "neg_inf_head" and _dim(c, "x", 1) * 11 // 20 >= 1024,
 }
 
 

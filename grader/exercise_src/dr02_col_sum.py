@@ -85,10 +85,14 @@ ACC = "float16 输入、近万行、元素全为正：累加器必须是 float32
 BLOCKS = ("BLOCK_M 和 BLOCK_N 不相等：grid 是 (triton.cdiv(N, BLOCK_N),)，列块用 BLOCK_N；"
           "沿行循环的步长和每次读的行数都是 BLOCK_M，不要混用。")
 
+ODD = ("这个测试的 x 的 stride 既不是 (N, 1) 也不是 (1, M)（例如 base[:, ::2]，或行间有空隙的矩阵的转置）："
+       "两个 stride 都用 .stride() 传进 kernel，不要按布局去猜哪个是 1。")
+
 
 def cases(device, rng):
     def one(m, n, dt, layout="contig", hint=TAIL, fill="randn", blocks=None, **kw):
-        tag = {"padded": " 行间有空隙", "transposed": " 转置视图"}.get(layout, "") + (" 全正" if fill == "positive" else "")
+        tag = {"padded": " 行间有空隙", "transposed": " 转置视图", "transposed_padded": " x 是行间有空隙的矩阵的转置",
+               "step2": " x 隔列取"}.get(layout, "") + (" 全正" if fill == "positive" else "")
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
             kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"))
@@ -107,6 +111,8 @@ def cases(device, rng):
            one(*sizes(rng, 100, 200, 1), *sizes(rng, 257, 400, 1), "float32", "padded", STRIDE, hidden=True),
            one(*sizes(rng, 8000, 12_000, 1), *sizes(rng, 33, 64, 1), "float16", fill="positive", hint=ACC,
                tol=(1.0, 1e-3), hidden=True)]
+    cs += [one(29, 37, "float32", "step2", ODD),
+           one(*sizes(rng, 30, 150, 2), "float32", "transposed_padded", ODD, hidden=True)]
     return cs
 
 

@@ -82,10 +82,14 @@ ACC = "float16 输入、K 很大、元素全为正：累加器必须是 float32�
 BLOCKS = ("换了 BLOCK_M、BLOCK_K：grid 是 (triton.cdiv(M, BLOCK_M),)，不要写死 32；"
           "沿 K 循环的步长和每次读的列数都是 BLOCK_K，不要和 BLOCK_M 混用。")
 
+ODD = ("这个测试的 a 的 stride 既不是 (K, 1) 也不是 (1, M)（例如 base[:, ::2]，或行间有空隙的矩阵的转置）："
+       "两个 stride 都用 .stride() 传进 kernel，不要按布局去猜哪个是 1。")
+
 
 def cases(device, rng):
     def one(m, k, dt, layout="contig", hint=TAIL, fill="randn", blocks=None, **kw):
-        tag = {"padded": " a 行间有空隙", "transposed": " a 是转置视图"}.get(layout, "") + (" 全正" if fill == "positive" else "")
+        tag = {"padded": " a 行间有空隙", "transposed": " a 是转置视图", "transposed_padded": " a 是行间有空隙的矩阵的转置",
+               "step2": " a 隔列取"}.get(layout, "") + (" 全正" if fill == "positive" else "")
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_K={blocks[1]}"
             kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_K": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_K"))
@@ -101,6 +105,8 @@ def cases(device, rng):
     cs += [one(m, k, "float32", hint=KLOOP, hidden=True) for k in near_multiples(rng, (256, 512), 1, (1, 3), above=256)]
     cs += [one(*sizes(rng, 257, 400, 1), *sizes(rng, 257, 700, 1), "float32", "transposed", STRIDE, hidden=True),
            one(*sizes(rng, 20, 40, 1), 4096, "float16", fill="positive", hint=ACC, tol=(0.5, 1e-4), hidden=True)]
+    cs += [one(29, 37, "float32", "step2", ODD),
+           one(*sizes(rng, 30, 150, 2), "float32", "transposed_padded", ODD, hidden=True)]
     return cs
 
 

@@ -16,7 +16,8 @@
 #   `out` 也可能是行间有空隙的视图（用 `out.stride(0)`，它和 `x.stride(0)` 不一定相同）。
 # - float16 输入也要支持：在 kernel 里先转成 float32 再算（`x.to(tl.float32)`），存回时 `tl.store` 会按 `out` 的类型转换。
 # - 列数最多 8192。评分器会测：列数 1、质数、127/129、781、4096 以上（GPU 上还有 1000 列的 bfloat16），以及数值很大的输入（约 ±150）、
-#   每行整体平移不同大数（-400 到 400）的输入、每行都在 -1e5 到 -2e4 之间的输入、沿行从 0 增大到约 400 的宽行。
+#   每行整体平移不同大数（-400 到 400）的输入、每行都在 -1e5 到 -2e4 之间的输入、沿行从 0 增大到约 400 的宽行，
+#   以及含 -inf 的行（被遮住的位置，可能连着一千多列；每行至少有一个有限值）。
 # %% id=ex02-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -97,6 +98,8 @@ FAR = ("这个测试每行的值都在 -1e5 到 -2e4 附近：被 mask 掉的列
        "-1e4 这样的“很小的数”比这一行所有的值都大，会被当成最大值。")
 RAMP = ("这一行很宽，值沿行从 0 增大到约 400：减去的必须是整行的最大值。按块处理一行时，每一块都要更新最大值并把之前的和"
         "乘 exp(m_old - m_new)；只用第一块的最大值，后面的块 exp 会溢出成 inf。")
+NEG_INF = ("这个测试每行前 55% 的值是 -inf（被遮住的位置，可能连着一千多列），后面是有限值：按块处理一行时，整块都是 -inf 的"
+           "块的最大值也是 -inf，exp(-inf - (-inf)) 是 NaN。更新最大值和和之前先看新的最大值是不是 -inf（或者一次读进整行）。")
 OSTRIDE = ("这个测试的 out 是行间有空隙的视图（out.stride(0) > n_cols，x 是连续的）：写回时行的起点要用 "
            "row * out.stride(0)，不要用 row * n_cols 或 row * x.stride(0)。")
 
@@ -106,6 +109,7 @@ def cases(device, rng):
         hint = (TAIL if n & (n - 1) else "") if hint is None else hint  # TAIL is about a width that is no power of 2
         tag = (" 大数值" if fill == "large" else "") + (" 每行偏移不同" if fill == "row_offsets" else "") + \
             (" 每行都很负" if fill == "far_negative" else "") + (" 沿行递增到约 400" if fill == "ramp" else "") + \
+            (" 每行前 55% 是 -inf" if fill == "neg_inf_head" else "") + \
             (" 行间有空隙" if layout == "padded" else "") + \
             (" out 行间有空隙" if out_layout == "padded" else "")
         return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout),), call=("x",),
@@ -116,7 +120,8 @@ def cases(device, rng):
           one(6, 100, "float32", hint=STRIDE, layout="padded"), one(3, 7, "float16", public=True),
           one(5, 333, "float16", "large", BIG),
           one(6, 100, "float32", hint=OSTRIDE, out_layout="padded", public=True),
-          one(5, 129, "float16", "large", OSTRIDE, out_layout="padded"), one(7, 200, "float32", "row_offsets", ROWS)]
+          one(5, 129, "float16", "large", OSTRIDE, out_layout="padded"), one(7, 200, "float32", "row_offsets", ROWS),
+          one(2, 2000, "float32", "neg_inf_head", NEG_INF)]
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in sizes(rng, 1025, 3000)]
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True)
            for n in near_multiples(rng, (1024, 2048), 1, (1, 2), above=1024)]

@@ -96,6 +96,8 @@ VERY_WIDE = ("这一行超过 4096 列（最多 8192）：BLOCK_SIZE = triton.ne
              "（超出上限的列就没有算）。")
 EPS = ("这个测试的 eps 不是 1e-5，而且每行的方差和 eps 差不多大：rstd = 1 / sqrt(var + eps)，"
        "eps 要用传进来的参数（加在开方之前），不要写死 1e-5。")
+EPS_DEFAULT = ("这个测试不传 eps，每行的方差（约 1e-5）和 eps 差不多大：签名里 eps 的默认值要和题目给的一样是 1e-5"
+               "（不是 1e-6，也不是 0）。")
 F16BIG = ("float16 输入、每行均值约 1000：一行的和远超 float16 的最大值 65504，"
           "load 之后先 .to(tl.float32)，均值、方差都在 float32 里算。")
 
@@ -109,12 +111,14 @@ def cases(device, rng):
         hint = (TAIL if n & (n - 1) else "") if hint is None else hint  # TAIL is about a width that is no power of 2
         tag = (" 均值很大" if fill == "offset" else "") + (" 每行均值不同" if fill == "row_offsets" else "") + \
             (" 行间有空隙" if layout == "padded" else "") + \
-            (f" eps={eps:g}" if eps != 1e-5 else "") + (" out 行间有空隙" if out_layout == "padded" else "")
+            (f" eps={eps:g}" if eps not in (1e-5, None) else "") + (" 不传 eps" if eps is None else "") + \
+            (" out 行间有空隙" if out_layout == "padded" else "")
         # fp32 itself holds 1000 + x only to ~6e-5: the stable formula is that close, E[x^2] - E[x]^2 is far off
         tol = (1e-3, 1e-3) if fill in ("offset", "row_offsets") and dt == "float32" else None
         return Case(f"({m}, {n}) {dt}{tag}", dt,
                     (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("bias", (n,))),
-                    {"eps": eps}, ("x", "weight", "bias", "eps"), outputs=(Tensor("out", (m, n), layout=out_layout),),
+                    {} if eps is None else {"eps": eps}, ("x", "weight", "bias") + (() if eps is None else ("eps",)),
+                    outputs=(Tensor("out", (m, n), layout=out_layout),),
                     hint=hint, tol=tol, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(3, 7, "float32", public=True), one(4, 127, "float32"),
@@ -122,6 +126,7 @@ def cases(device, rng):
           one(6, 100, "float32", hint=STRIDE, layout="padded"), one(3, 7, "float16", public=True),
           one(5, 1000, "float16"),
           one(4, 100, "float32", small(0.03), EPS, eps=1e-3, public=True),
+          one(4, 100, "float32", small(0.003), EPS_DEFAULT, eps=None),
           one(5, 90, "float32", hint=OSTRIDE, out_layout="padded"),
           one(4, 128, "float16", "offset", F16BIG)]
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in sizes(rng, 1025, 3000)]

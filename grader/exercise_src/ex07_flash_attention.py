@@ -116,6 +116,8 @@ BIG = "这个测试的 q 很大（约 ±50）：分数要先减去当前的行�
 SCALE = "这个测试传入了 sm_scale：分数乘传进来的 sm_scale，只有 sm_scale=None 时才用 D ** -0.5。"
 BLOCKS = ("这个测试的 BLOCK_M 和 BLOCK_N 不相等：grid 按 BLOCK_M 切 query（triton.cdiv(S, BLOCK_M)），key 循环的步长是 BLOCK_N，"
           "causal 时 key 循环的上界是这个 query 块的末尾 min((pid_m + 1) * BLOCK_M, S)。")
+PLAIN_BLOCKS = ("这个测试不是 causal，BLOCK_M 和 BLOCK_N 不相等：key 循环走遍整个 S，步长是 BLOCK_N"
+                "（for start_n in range(0, S, BLOCK_N)），不是 BLOCK_M。")
 NEG = ("这个测试每一行的分数都很负（约 -130 到 -800）：m_i 要初始化成 -inf（不是 0），否则 exp(s - m) 全部下溢成 0，"
        "l 为 0，结果是 NaN。")
 
@@ -163,6 +165,7 @@ def cases(device, rng):
           one(1, 2, 33, 32, "float16", True, hint=CAUSAL, public=True),
           one(2, 3, 40, 16, "float32", True, hint=BLOCKS, extra={"BLOCK_M": 32, "BLOCK_N": 16}, public=True),
           one(1, 2, 40, 16, "float32", True, hint=BLOCKS, extra={"BLOCK_M": 16, "BLOCK_N": 32}),
+          one(1, 2, 40, 32, "float32", False, hint=PLAIN_BLOCKS, extra={"BLOCK_M": 32, "BLOCK_N": 16}),
           one(1, 2, 40, 32, "float32", False, hint=SCALE, extra={"sm_scale": 0.5}),
           one(1, 1, 20, 16, "float32", False, _neg_q, NEG, k_fill=_pos_k),
           one(1, 1, 20, 64, "float32", True, _far_q, FAR, k_fill=_far_k),

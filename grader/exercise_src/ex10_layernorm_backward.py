@@ -129,6 +129,11 @@ STRIDES = ("这个测试里 x、dy、dx 的行距不全相同（有的行之间�
 GROUPS = ("这个测试传入 G=20：部分和缓冲有 20 行，可能比归约 kernel 一次读的 BLOCK_G 行多，要沿 G 循环把所有块都加上"
           "（for g0 in range(0, G, BLOCK_G)），不能只加第一块。")
 
+GROUPS_40 = ("这个测试传入 G=40：部分和缓冲有 40 行，比 32 行还多：归约 kernel 要沿 G 循环把所有块都加上，"
+             "一次读进固定的 32 行（或任何固定的行数）不够。")
+EPS_DEFAULT = ("这个测试不传 eps，x 很小（方差约 1e-6），eps 起主要作用：签名里 eps 的默认值要和题目给的一样是 1e-5"
+               "（不是 1e-6，也不是 0）。")
+
 
 FP16_ROWS = ("float16 输入，dy 的第一行约 2100、其余行在 0.5 到 1 之间：float16 的和过了 2048 以后，再加一个小于 1 的数"
              "就被舍入掉了。dw、db 的部分和要在 float32 里累加（tl.zeros(..., dtype=tl.float32)），最后再转回 float16。")
@@ -154,12 +159,14 @@ def cases(device, rng):
         hint = (TAIL if n & (n - 1) else "") if hint is None else hint  # TAIL is about a width that is no power of 2
         tag = (" 行间有空隙" if layout == "padded" else "") + (" 均值很大" if fill == "offset" else "")
         tag += (" dy 行间有空隙" if dy_layout == "padded" else "") + (" dx 行间有空隙" if dx_layout == "padded" else "")
-        tag += (f" eps={eps}" if eps != 1e-5 else "") + (f" G={G}" if G is not None else "")
+        tag += (f" eps={eps}" if eps not in (1e-5, None) else "") + (" 不传 eps" if eps is None else "")
+        tag += f" G={G}" if G is not None else ""
         tag += " dy 第一行很大" if dy_fill is _big_first_row else ""
         tol = (2e-3, 2e-3) if fill == "offset" else None
         return Case(f"({m}, {n}) {dt}{tag}", dt,
                     (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("dy", (m, n), dy_fill, dy_layout)),
-                    {"eps": eps, **({"G": G} if G is not None else {})}, ("x", "weight", "dy", "eps"),
+                    {**({} if eps is None else {"eps": eps}), **({"G": G} if G is not None else {})},
+                    ("x", "weight", "dy") + (() if eps is None else ("eps",)),
                     ("G",) if G is not None else (),
                     outputs=(Tensor("dx", (m, n), layout=dx_layout), Tensor("dw", (n,)), Tensor("db", (n,))), hint=hint,
                     tol=tol, **kw)
@@ -169,7 +176,8 @@ def cases(device, rng):
           one(8, 300, "float32", BIG, "offset"), one(5, 77, "float16", public=True),
           one(10, 70, "float32", EPS, _small, eps=1e-3), one(12, 50, "float32", STRIDES, dy_layout="padded"),
           one(9, 60, "float32", STRIDES, layout="padded", dx_layout="padded"), one(40, 40, "float32", GROUPS, G=20),
-          one(10, 24, "float32", G_ABOVE_M, G=16)]
+          one(10, 24, "float32", G_ABOVE_M, G=16), one(100, 64, "float32", GROUPS_40, G=40),
+          one(10, 70, "float32", EPS_DEFAULT, _small, eps=None)]
     cs += [one(m, n, "float32", ROWS, hidden=True) for m, n in zip(sizes(rng, 70, 200, 2), sizes(rng, 50, 500, 2))]
     cs += [one(rng.randint(20, 60), n, "float32", TAIL, hidden=True) for n in near_multiples(rng, (128, 256, 512), 2, offsets=(-1, 1))]
     cs += [one(rng.randint(10, 40), sizes(rng, 100, 600)[0], "float32", STRIDE, layout="padded", hidden=True),

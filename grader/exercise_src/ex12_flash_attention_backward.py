@@ -194,6 +194,8 @@ HEADS = ("B 和 H 都大于 1：q、k、v、do 和 lse、delta 按同一个 (bat
 SCALE = "这个测试传入了 sm_scale：两个 kernel 都用传进来的 sm_scale（包括重算 P 时），只有 sm_scale=None 时才用 D ** -0.5。"
 ZERO = ("这个测试传入 sm_scale=0.0（所有分数都是 0，P 在可见的位置上均匀，dq、dk 都是 0）：判断有没有传 sm_scale 要写 "
         "sm_scale is None，不要写 sm_scale or D ** -0.5（0.0 也是假值）。")
+PLAIN_BLOCKS = ("这个测试不是 causal，BLOCK_M 和 BLOCK_N 不相等：dkdv_kernel 沿 query 走遍整个 S，步长是 BLOCK_M；"
+                "dq_kernel 沿 key 走遍整个 S，步长是 BLOCK_N。两个步长不要弄反。")
 BLOCKS = ("这个测试的 BLOCK_M 和 BLOCK_N 不相等：dkdv_kernel 的 grid 是 triton.cdiv(S, BLOCK_N)，沿 query 的步长是 BLOCK_M，"
           "causal 时起点是 key 块起点所在的 query 块 (pid_n * BLOCK_N // BLOCK_M) * BLOCK_M；dq_kernel 的 grid 是 "
           "triton.cdiv(S, BLOCK_M)，沿 key 的步长是 BLOCK_N，causal 时上界是 min((pid_m + 1) * BLOCK_M, S)。")
@@ -214,6 +216,7 @@ def cases(device, rng):
           one(2, 1, 45, 32, "float32", True, CAUSAL, public=True), one(1, 2, 33, 16, "float16", True, CAUSAL, public=True),
           one(1, 2, 40, 16, "float32", True, BLOCKS, {"BLOCK_M": 32, "BLOCK_N": 16}, public=True),
           one(1, 2, 40, 16, "float32", True, BLOCKS, {"BLOCK_M": 16, "BLOCK_N": 32}),
+          one(1, 2, 40, 16, "float32", False, PLAIN_BLOCKS, {"BLOCK_M": 32, "BLOCK_N": 16}),
           one(1, 2, 24, 16, "float32", False, SCALE, {"sm_scale": 1.0}), one(2, 3, 33, 16, "float32", True, HEADS),
           one(1, 1, 20, 16, "float32", True, ZERO, {"sm_scale": 0.0})]
     long_s = sizes(rng, 65, 140, 2)
