@@ -235,8 +235,8 @@ def _names_bound_by(target: ast.AST) -> set[str]:
 
 
 def _own_objects(tree: ast.AST) -> set[str]:
-    """Names whose attributes the learner may set: ``self``, the learner's classes, and names assigned an
-    instance of one (``cfg = Cfg()``)."""
+    """Names whose attributes the learner may set: the learner's classes, and names assigned an instance of one
+    (``cfg = Cfg()``) and bound no other way."""
     classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     made, other = set(), set()  # names bound to a new instance of an own class / bound any other way
     for n in ast.walk(tree):
@@ -247,20 +247,29 @@ def _own_objects(tree: ast.AST) -> set[str]:
             other.update(x for t in n.targets for x in _names_bound_by(t))
         elif isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For, ast.NamedExpr, ast.comprehension)):
             other.update(_names_bound_by(n.target))
-        elif isinstance(n, ast.arg) and n.arg != "self":
+        elif isinstance(n, ast.arg):
             other.add(n.arg)
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
             other.update((a.asname or a.name).split(".")[0] for a in n.names)
         elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
             other.add(n.name)
-    return ({"self"} | classes | made) - other
+    return (classes | made) - other
+
+
+def _init_self_stores(tree: ast.AST) -> set[int]:
+    """The ``self.x = ...`` targets inside ``__init__`` / ``__post_init__`` of the learner's classes: there ``self``
+    is a new instance (elsewhere a method can be called with any object as ``self``, a torch class included)."""
+    return {id(t) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body
+            if isinstance(f, ast.FunctionDef) and f.name in ("__init__", "__post_init__") and f.args.args
+            and f.args.args[0].arg == "self" for t in ast.walk(f)
+            if isinstance(t, ast.Attribute) and isinstance(t.ctx, ast.Store) and _dotted(t) == ["self", t.attr]}
 
 
 class _Checker:
     def __init__(self, cell_id: str, known: set[str], own_attrs: set[str], modules: dict[str, str],
-                 own_objects: set[str] = frozenset()):
+                 own_objects: set[str] = frozenset(), init_stores: set[int] = frozenset()):
         self.cell_id, self.known, self.own_attrs, self.modules = cell_id, known, own_attrs, modules
-        self.own_objects = own_objects
+        self.own_objects, self.init_stores = own_objects, init_stores
         self.kernel_attrs = kernel_attrs()
         self.found: list[str] = []
 
@@ -351,8 +360,10 @@ class _Checker:
             root = _dotted(node)
             if not host:
                 self.bad(node, "kernel 里不能给属性赋值", "用局部变量")
-            elif root is None or root[0] not in self.own_objects or node.attr.startswith("_"):
-                self.bad(node, f"不允许给 .{node.attr} 赋值（只能改自己的类和它的实例：self.x、cfg = Cfg() 之后的 cfg.x）",
+            elif root is None or node.attr.startswith("_") or (
+                    id(node) not in self.init_stores if root[0] == "self" else root[0] not in self.own_objects):
+                self.bad(node, f"不允许给 .{node.attr} 赋值（只能改自己的类和它的实例：__init__ 里的 self.x、"
+                               "cfg = Cfg() 之后的 cfg.x）",
                          "torch/triton 的对象、kernel 和别的值的属性都不能改")
             return
         path = _dotted(node)
@@ -471,7 +482,7 @@ def audit(cells: dict[str, str], template_names: set[str] = frozenset(), specs: 
                     modules[a.asname or a.name] = MODULES.get(f"{n.module}.{a.name}", a.name)
     modules.update({"torch": "torch", "triton": "triton", "tl": "tl", "math": "math"})
     for cid, tree in trees.items():
-        ck = _Checker(cid, (known | set(template_names)) - set(modules), own, modules, own_objects)
+        ck = _Checker(cid, (known | set(template_names)) - set(modules), own, modules, own_objects, _init_self_stores(tree))
         ck.host(tree)
         out.refused += ck.found + _spec_calls(cid, tree, set(specs))
     return out

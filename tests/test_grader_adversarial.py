@@ -243,6 +243,8 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
     ("@triton.jit\ndef k(x):\n    pass\nk.run = k.run\n", False),
     ("class Cfg:\n    BLOCK = 128\ncfg = Cfg()\ncfg = torch.Tensor\ncfg.detach = f\n", False),
     ("class Cfg:\n    def __init__(self, b):\n        self.block = b\ncfg = Cfg(4)\ncfg.block = 8\nCfg.block = 2\n", True),
+    ("def patch(self):\n    self.detach = None\npatch(torch.Tensor)\n", False),
+    ("class C:\n    def m(self):\n        self.detach = None\nC.m(torch.Tensor)\n", False),
     # a kernel reaching Python through the interpreter (found 2026-12-07: numpy and ctypes wrote out, 16/16)
     ("@triton.jit\ndef k(x, one):\n    if isinstance(one, tl.tensor):\n        pass\n", False),
     ("@triton.jit\ndef k(x):\n    g = (i for i in range(1))\n", False),
