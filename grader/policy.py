@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -157,7 +158,8 @@ def _path_ok(module: str, rest: list[str]) -> bool:
     return False
 
 
-def kernel_attrs() -> set[str]:
+@functools.lru_cache(maxsize=None)
+def kernel_attrs() -> frozenset[str]:
     """:data:`KERNEL_VALUE_FIELDS` and the public attributes of ``tl.tensor``, ``tl.dtype`` and their kin in the
     Triton installed here."""
     import triton.language as tl
@@ -165,7 +167,7 @@ def kernel_attrs() -> set[str]:
     classes = [getattr(tl, n, None) for n in ("tensor", "dtype", "pointer_type", "block_type", "constexpr",
                                               "tensor_descriptor", "tensor_descriptor_base")]
     public = {a for c in classes if isinstance(c, type) for a in dir(c) if not a.startswith("_")}
-    return (public | KERNEL_VALUE_FIELDS) - KERNEL_NO_ATTRS
+    return frozenset((public | KERNEL_VALUE_FIELDS) - KERNEL_NO_ATTRS)
 
 
 def _is_jit(deco: ast.AST) -> bool:
@@ -189,7 +191,8 @@ def _bound_names(tree: ast.AST) -> set[str]:
     return names
 
 
-def taken_attrs() -> set[str]:
+@functools.lru_cache(maxsize=None)
+def taken_attrs() -> frozenset[str]:
     """Attribute names that already mean something on objects a cell can reach (str, containers, numbers, classes,
     functions, frames, generators, code, tracebacks, tensors, dtypes, kernels): a learner's class that defines one
     of them must not make it readable on every value (``gi_frame`` or ``format`` would lead back to builtins)."""
@@ -202,7 +205,7 @@ def taken_attrs() -> set[str]:
              types.BuiltinFunctionType, types.ModuleType, types.FrameType, types.GeneratorType, types.CoroutineType,
              types.AsyncGeneratorType, types.CodeType, types.TracebackType, torch.Tensor, torch.dtype, torch.device,
              torch.Size, triton.runtime.JITFunction)
-    return {a for k in kinds for a in dir(k)} | {"gi_frame", "f_back", "tb_frame", "cr_frame", "ag_frame"}
+    return frozenset({a for k in kinds for a in dir(k)} | {"gi_frame", "f_back", "tb_frame", "cr_frame", "ag_frame"})
 
 
 def _own_attrs(tree: ast.AST) -> set[str]:

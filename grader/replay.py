@@ -649,10 +649,9 @@ class Replayer:
         if refilled:
             rec["host_tables"] = [k.replace("scratch:", "scratch") for k in refilled]
         if not case.get("host_scratch", True):
-            tuples = [n for e in launches for v in (*e["args"], *e["kwargs"].values()) for n in [_scalars_in(v)]
-                      if n > TUPLE_TABLE]
-            if tuples:  # the same table by value (a tuple of numbers, a string): a constexpr the replay keeps as it was
-                rec["host_tuple"] = max(tuples)
+            most = max((_scalars_in(v) for e in launches for v in (*e["args"], *e["kwargs"].values())), default=0)
+            if most > TUPLE_TABLE:  # the same table by value (a tuple of numbers, a string): kept as it was in the replay
+                rec["host_tuple"] = most
                 return rec
         host_fill = {}  # outputs the wrapper filled with one value before the first launch (out.zero_())
         for k, bits in untouched.items():
