@@ -47,9 +47,14 @@ def grader_hash() -> str:
     return h.hexdigest()
 
 
+def shown(path: Path) -> str:
+    """The path as text for the gradebook and the exports; bytes of a name that are not UTF-8 as ``\\xNN``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def stem_for(path: Path) -> str:
     """A readable, unique output name: the file stem plus a short hash of its full path."""
-    return f"{path.stem}-{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]}"
+    return f"{Path(shown(path)).stem}-{hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:8]}"
 
 
 def content_key(path: Path, ghash: str, device: str, exercise: str | None = None) -> str:
@@ -98,7 +103,7 @@ def grade_one(path: Path, out: Path, stem: str, key: str, device: str, cell_time
         r = grade.grade(path, device, cell_timeout, exercise=exercise)
         report.write_json(r, out / f"{stem}.json")
         (out / f"{stem}.feedback.txt").write_text(report.feedback(r) + "\n", encoding="utf-8")
-        row = {"file": str(path), "exercise": r.exercise, "score": r.score, "max_score": r.max_score,
+        row = {"file": shown(path), "exercise": r.exercise, "score": r.score, "max_score": r.max_score,
                "passed": sum(t.status == "passed" for t in r.tests), "tests": len(r.tests),
                "status": _status(r, exercise), "duration_s": round(r.duration_s, 1)}
     except rebuild.Unusable as e:
@@ -113,7 +118,7 @@ def grade_one(path: Path, out: Path, stem: str, key: str, device: str, cell_time
 
 
 def _empty_row(path: Path, status: str) -> dict:
-    return {"file": str(path), "exercise": "", "score": 0, "max_score": 0, "passed": 0, "tests": 0,
+    return {"file": shown(path), "exercise": "", "score": 0, "max_score": 0, "passed": 0, "tests": 0,
             "status": status, "duration_s": 0}
 
 
@@ -163,7 +168,9 @@ def grade_many(paths: list[str], out: Path, device: str, cell_timeout: float, ex
     todo = []
     for p, stem, key in plan:
         rec = None if force else load_record(out, stem, key)
-        if rec:
+        if shown(p) != str(p):  # written into the gradebook as it is, the name would stop the whole batch
+            rows[stem] = _empty_row(p, "unusable: the file name is not valid UTF-8 (rename the file)")
+        elif rec:
             rows[stem] = rec["row"]
         else:
             _record_path(out, stem).unlink(missing_ok=True)
@@ -193,7 +200,7 @@ def grade_many(paths: list[str], out: Path, device: str, cell_timeout: float, ex
         for stem in sorted(rows, key=lambda s: rows[s]["file"]):
             w.writerow({k: formats.spreadsheet_safe(rows[stem][k]) for k in FIELDS})
     written = formats.write(list(format_names), out, [
-        formats.Entry(stem, str(p), _result(out, stem, rows[stem]), rows[stem]["status"]) for p, stem, _ in plan
+        formats.Entry(stem, shown(p), _result(out, stem, rows[stem]), rows[stem]["status"]) for p, stem, _ in plan
     ]) if format_names else []
     for e in failures:
         print(f"error: {e}", file=sys.stderr)

@@ -345,9 +345,10 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
                             "（例如 offs <= n），或者地址算错了（从传进来的指针出发，按下标和 stride 算；host 上用 data_ptr() "
                             f"算好的地址，换了输入就不对了）。{case.hint}")
     if rec.get("host_tuple"):
-        return mk("failed", f"{where}：kernel 的一个参数按值带着约 {rec['host_tuple']} 个数（一个元组或一个长字符串，也许是 "
-                            "constexpr）：这是包装函数在 host 上算好、按值交给 kernel 的一张表。这一题要求 kernel 自己算出结果，不能照抄 host 上的表；"
-                            "kernel 的参数只用题目给的标量和输出。")
+        return mk("failed", f"{where}：这次调用的 kernel 参数和 grid 按值一共带着约 {rec['host_tuple']} 位（bit）的数"
+                            "（几个标量只有几百位；这里是元组、长字符串、拼进整数里的位或很多次 launch）：这是包装函数在 host 上算好、"
+                            "按值交给 kernel 的一张表。这一题要求 kernel 自己算出结果，不能照抄 host 上的表；"
+                            "kernel 的参数只用题目给的标量和输出，一次 launch 就够。")
     if rec.get("host_values"):
         return mk("failed", f"{where}：第一次 launch 之前，包装函数已经在输出 {str(rec['host_values'])[:40]} 里写了各不相同的值"
                             "（不是 zero_() 或 fill_() 那样全部填成同一个值）：结果（至少一部分）是在 host 上算的。"

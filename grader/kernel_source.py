@@ -12,7 +12,14 @@ from __future__ import annotations
 
 import ast
 
-HEADER = "import math\nimport triton\nimport triton.language as tl\n\n"
+from .policy import KERNEL_BUILTINS
+
+# The kernels defined below it see only the built-ins a kernel may use (grader.policy.KERNEL_BUILTINS): a function
+# takes its built-ins from its module's ``__builtins__`` when it is defined, and the interpreter defines each kernel
+# again in this module's namespace.
+HEADER = ("import builtins\nimport math\nimport triton\nimport triton.language as tl\n\n"
+          "__builtins__ = {n: getattr(builtins, n) for n in (%s)}\n"
+          "del builtins\n\n" % ", ".join(repr(n) for n in sorted(KERNEL_BUILTINS - {"True", "False", "None"})))
 
 
 class NotExtractable(ValueError):

@@ -34,12 +34,16 @@ class PlannedCase:
     again: dict = field(default_factory=dict)   # second data set of a repeat case
 
 
+def _subseed(seed: int, case_no: int, role: str) -> int:
+    """A seed of one use of the run's secret seed, from a hash of it: what one use shows says nothing of the others,
+    nor of the secret seed."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{case_no}:{role}".encode()).digest()[:8], "little") >> 1
+
+
 def _generator(seed: int, case_no: int, role: str) -> torch.Generator:
-    """Each data set of each case from a generator of its own, seeded by a hash of the run's secret seed: the values
-    the learner's call is shown (from which a Mersenne Twister's state can be worked out) say nothing of the fresh
-    ones the replay runs on, nor of the secret seed."""
-    digest = hashlib.sha256(f"{seed}:{case_no}:{role}".encode()).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+    """Each data set of each case from a generator of its own (the values the learner's call is shown, from which a
+    Mersenne Twister's state can be worked out, say nothing of the fresh ones the replay runs on)."""
+    return torch.Generator().manual_seed(_subseed(seed, case_no, role))
 
 
 def draw(t, case: Case, g: torch.Generator) -> torch.Tensor:
@@ -112,7 +116,7 @@ def write_replay(ex: Exercise, planned: list[PlannedCase], replaydir: Path, devi
     for i, pc in enumerate(planned):
         for t in pc.case.inputs:
             _save(replaydir / f"{pc.id}_{t.name}.npy", pc.fresh[t.name], t.dtype_in(pc.case))
-        entries.append({**_entry(ex, pc), "order_seed": seed * 7919 + i, "order_check": pc.case.order_check,
+        entries.append({**_entry(ex, pc), "order_seed": _subseed(seed, i, "order"), "order_check": pc.case.order_check,
                         "perf_ref": ex.perf_ref, "host_scratch": ex.host_scratch, "max_programs": _max_programs(pc.case)})
     (replaydir / "plan.json").write_text(json.dumps({"exercise": ex.id, "device": device, "cases": entries}),
                                          encoding="utf-8")

@@ -40,6 +40,7 @@ BUILTINS = {"print", "len", "range", "min", "max", "abs", "int", "float", "bool"
             "Exception", "ValueError", "TypeError", "AssertionError", "NotImplementedError", "RuntimeError",
             "IndexError", "KeyError", "ZeroDivisionError", "True", "False", "None"}
 KERNEL_BUILTINS = {"range", "min", "max", "len", "print", "int", "float", "True", "False", "None"}
+MAX_DEPTH = 64  # nesting of an answer cell's syntax tree (the solutions reach 13); deeper ones overflow Python's stack
 # Attributes a kernel may read on its values (tensors, pointers, dtypes, tensor descriptors, constexprs): the public
 # methods and properties of Triton's language classes, and the fields those objects carry. Nothing else: a kernel
 # that reads ``.handle`` or a generator's frame runs Python in the interpreter that no compiler would accept.
@@ -77,6 +78,9 @@ INSTEAD = {
     "globals": "直接用变量名", "vars": "直接用变量名", "locals": "直接用变量名", "numpy": "在 kernel 里用 tl.* 计算",
 }
 _BUILTIN_NAMES = set(dir(builtins))
+# Built-in names an answer may not bind either: bound anywhere (a parameter of an unused helper), such a name would
+# count as the learner's own, and the replay, which runs the kernels alone, would find Python's built-in there.
+UNBINDABLE = (_BUILTIN_NAMES - BUILTINS) | set(INSTEAD)
 MAGIC = re.compile(r"^(\s*)%(time|timeit)\s+(?:-[nrp]\s*\d+\s+|-[qoct]\s+)*(.*)$")  # %timeit's options dropped
 
 
@@ -168,6 +172,40 @@ def kernel_attrs() -> frozenset[str]:
                                               "tensor_descriptor", "tensor_descriptor_base")]
     public = {a for c in classes if isinstance(c, type) for a in dir(c) if not a.startswith("_")}
     return frozenset((public | KERNEL_VALUE_FIELDS) - KERNEL_NO_ATTRS)
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_methods() -> frozenset[str]:
+    """The names among :func:`kernel_attrs` that are methods on every class of Triton's that has them."""
+    import inspect
+
+    import triton.language as tl
+
+    classes = [c for c in (getattr(tl, n, None) for n in ("tensor", "dtype", "pointer_type", "block_type", "constexpr",
+                                                           "tensor_descriptor", "tensor_descriptor_base"))
+               if isinstance(c, type)]
+    out = set()
+    for a in kernel_attrs() - KERNEL_VALUE_FIELDS:
+        kinds = [inspect.getattr_static(c, a) for c in classes if hasattr(c, a)]
+        if kinds and all(callable(k) or isinstance(k, (staticmethod, classmethod)) for k in kinds):
+            out.add(a)
+    return frozenset(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _module_callable(module: str, rest: tuple[str, ...]) -> bool:
+    """Whether ``module.rest...`` (``tl``, ``triton``, ``math``; resolved on the real, unpatched modules) is a function
+    or a class; a dtype or a constant is not."""
+    import importlib
+
+    obj = importlib.import_module({"tl": "triton.language"}.get(module, module))
+    for p in rest:
+        if p.startswith("_"):
+            return False
+        obj = getattr(obj, p, None)
+    import triton.language as tl
+
+    return callable(obj) and not isinstance(obj, tl.dtype)
 
 
 def _is_jit(deco: ast.AST) -> bool:
@@ -270,9 +308,10 @@ def _init_self_stores(tree: ast.AST) -> set[int]:
 
 class _Checker:
     def __init__(self, cell_id: str, known: set[str], own_attrs: set[str], modules: dict[str, str],
-                 own_objects: set[str] = frozenset(), init_stores: set[int] = frozenset()):
+                 own_objects: set[str] = frozenset(), init_stores: set[int] = frozenset(),
+                 guard_names: set[int] = frozenset()):
         self.cell_id, self.known, self.own_attrs, self.modules = cell_id, known, own_attrs, modules
-        self.own_objects, self.init_stores = own_objects, init_stores
+        self.own_objects, self.init_stores, self.guard_names = own_objects, init_stores, guard_names
         self.kernel_attrs = kernel_attrs()
         self.found: list[str] = []
 
@@ -346,14 +385,34 @@ class _Checker:
             self.name(node, self.known | BUILTINS | TEMPLATE_NAMES | set(self.modules))
         elif isinstance(node, ast.Attribute):
             self.attribute(node, host=True)
+        self.binding(node, UNBINDABLE)
+
+    def binding(self, node: ast.AST, names: set[str]) -> None:
+        """A name in ``names`` bound by ``node`` (assigned, a parameter, a def, a class, an import, an except)."""
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound = [node.id]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound = [node.name]
+        elif isinstance(node, ast.arg):
+            bound = [node.arg]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound = [(a.asname or a.name).split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ExceptHandler):
+            bound = [node.name] if node.name else []
+        else:
+            return
+        for name in bound:
+            if name in names:
+                self.bad(node, f"不能用内置函数的名字 {name} 给变量、参数或函数命名", "换一个名字，例如 my_" + name)
 
     def name(self, node: ast.Name, allowed: set[str]) -> None:
         """A built-in outside :data:`BUILTINS` is refused; a name defined nowhere is only a NameError later."""
-        if isinstance(node.ctx, ast.Load) and node.id not in allowed and node.id != "__name__" and (
-                node.id in _BUILTIN_NAMES or node.id in INSTEAD):
+        if node.id == "__name__" and id(node) in self.guard_names:
+            return
+        if isinstance(node.ctx, ast.Load) and node.id not in allowed and (node.id in _BUILTIN_NAMES or node.id in INSTEAD):
             self.bad(node, f"不允许使用 {node.id}", INSTEAD.get(node.id, "答案单元只能用自己定义的名字、torch/triton/tl/math 和常用内置函数"))
-        elif node.id.startswith("__") and node.id != "__name__":
-            self.bad(node, f"不允许使用名字 {node.id}", "用普通的变量名")
+        elif node.id.startswith("__"):
+            self.bad(node, f"不允许使用名字 {node.id}", "用普通的变量名；__name__ 只能写在单元顶层的 if __name__ == \"__main__\": 里")
 
     def attribute(self, node: ast.Attribute, host: bool) -> None:
         if node.attr.startswith("__") and node.attr != "__version__" or (node.attr.startswith("_") and not host):
@@ -382,7 +441,8 @@ class _Checker:
     # --- kernels -----------------------------------------------------------------------------
     def kernel(self, fn: ast.FunctionDef) -> None:
         local = _bound_names(fn) | {fn.name}
-        allowed = local | self.known | KERNEL_BUILTINS | {"tl", "triton", "math"}
+        # a global built-in name is Python's built-in in the replay, whoever bound it in the answer cells
+        allowed = local | (self.known - _BUILTIN_NAMES) | KERNEL_BUILTINS | {"tl", "triton", "math"}
         args = fn.args
         for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
             if a is not None and a.annotation is not None:
@@ -391,7 +451,19 @@ class _Checker:
             self.annotation(fn, fn.returns)
         body = [n for part in (*fn.body, *fn.args.defaults, *fn.args.kw_defaults) if part is not None
                 for n in ast.walk(part)]
+        called = {id(n.func) for n in body if isinstance(n, ast.Call)}
         for node in body:
+            self.binding(node, UNBINDABLE)
+        for node in ast.walk(fn.args):  # a parameter gets what the wrapper passes: a built-in function, maybe
+            self.binding(node, _BUILTIN_NAMES)
+        for node in body:
+            if id(node) not in called and self.uncalled_function(node):
+                self.bad(node, f"kernel {fn.name} 里的 {ast.unparse(node)} 是函数或类，只能直接调用（不能比较、赋值、当参数传或读它的属性）",
+                         "解释器里 Triton 的函数换成了它自己的实现，和编译器看到的不是同一个对象：拿它们比较，两边会走不同的分支")
+            if isinstance(node, ast.Compare) and any(
+                    isinstance(op, (ast.Is, ast.IsNot)) and not any(isinstance(s, ast.Constant) and s.value is None for s in pair)
+                    for op, pair in zip(node.ops, zip((node.left, *node.comparators), node.comparators))):
+                self.bad(node, f"kernel {fn.name} 里 is / is not 只能和 None 比较", "比较值和 dtype 用 ==，例如 x.dtype == tl.float16")
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Import,
                                  ast.ImportFrom, ast.Global, ast.Nonlocal, ast.With, ast.Try, ast.Delete, ast.Yield,
                                  ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr)):
@@ -416,6 +488,20 @@ class _Checker:
                 else:
                     self.attribute(node, host=False)
 
+    def uncalled_function(self, node: ast.AST) -> bool:
+        """``node`` (in a kernel, not called) names a function: a built-in, a function or class of ``tl``/``math``, a
+        method of Triton's language classes. The interpreter runs kernels with ``tl``'s functions swapped for its own
+        (``tl.static_range`` and ``tl.range`` become one function, ``tl.static_print`` becomes ``print``): compared or
+        stored, they take a branch on CPU that the compiler folds away."""
+        if isinstance(node, ast.Name):
+            return isinstance(node.ctx, ast.Load) and node.id in KERNEL_BUILTINS and callable(getattr(builtins, node.id))
+        if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
+            return False
+        path = _dotted(node)
+        if path is not None and path[0] in self.modules:
+            return _module_callable(self.modules[path[0]], tuple(path[1:]))
+        return node.attr in kernel_methods()
+
     def annotation(self, fn: ast.FunctionDef, node: ast.AST) -> None:
         if not _annotation_ok(node):
             self.bad(node, f"kernel {fn.name} 的参数注解不允许是表达式，只能是 tl.constexpr 这样的名字", "例如 BLOCK: tl.constexpr")
@@ -434,19 +520,52 @@ def _annotation_ok(node: ast.AST) -> bool:
     return path is not None and not any(p.startswith("_") for p in path)
 
 
-def _is_main_guard(node: ast.AST) -> bool:
-    t = getattr(node, "test", None)
-    return isinstance(node, ast.If) and isinstance(t, ast.Compare) and _dotted(t.left) == ["__name__"]
+def _main_guards(tree: ast.Module) -> list[ast.If]:
+    """The cell's top-level ``if __name__ == "__main__":`` statements, written exactly so."""
+    return [n for n in tree.body if isinstance(n, ast.If) and isinstance(n.test, ast.Compare)
+            and isinstance(n.test.left, ast.Name) and n.test.left.id == "__name__" and len(n.test.ops) == 1
+            and isinstance(n.test.ops[0], ast.Eq) and isinstance(n.test.comparators[0], ast.Constant)
+            and n.test.comparators[0].value == "__main__"]
+
+
+def _without_guards(src: str, guards: list[ast.If]) -> str:
+    """``src`` with each guard statement replaced by ``pass`` (line numbers kept): in the grader's kernel ``__name__``
+    is ``"__main__"`` too, and what a learner checks there (the spec, printing) is not the answer."""
+    lines = src.splitlines(keepends=True)
+    for g in guards:
+        lines[g.lineno - 1:g.end_lineno] = ["pass\n"] + ["\n"] * (g.end_lineno - g.lineno)
+    return "".join(lines)
+
+
+def _depth(tree: ast.AST) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        n, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in ast.iter_child_nodes(n))
+    return deepest
+
+
+@functools.lru_cache(maxsize=1)
+def _ipython_transformer():
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager()
+
+
+def _code_lines(src: str) -> str:
+    """``src`` without the blank lines before and the white space after its code (IPython drops those)."""
+    return re.sub(r"\A(?:[ \t]*\n)+", "", src).rstrip()
 
 
 def _spec_calls(cid: str, tree: ast.AST, specs: set[str]) -> list[str]:
     """Uses of the exercise's spec functions outside ``if __name__ == "__main__":`` (where a learner checks an
-    answer against the spec): the answer would be the reference itself."""
+    answer against the spec, and which grading does not run): the answer would be the reference itself."""
+    guards = {id(g) for g in _main_guards(tree)}
     found, stack = [], [tree]
     while stack:
         n = stack.pop()
-        if _is_main_guard(n):
-            stack.extend(n.orelse)
+        if id(n) in guards:
             continue
         if isinstance(n, ast.Name) and n.id in specs:
             found.append(f"答案单元 {cid} 第 {n.lineno} 行：不允许使用规格函数 {n.id}（它就是评分用的参考答案）；"
@@ -467,9 +586,25 @@ def audit(cells: dict[str, str], template_names: set[str] = frozenset(), specs: 
         out.refused += bad
         out.sources[cid] = src
         try:
-            trees[cid] = ast.parse(src)
+            tree = ast.parse(src)
         except SyntaxError as e:
             out.refused.append(f"答案单元 {cid} 第 {e.lineno} 行不是合法的 Python（{e.msg}）")
+            continue
+        except (RecursionError, MemoryError):
+            tree = None
+        if tree is None or _depth(tree) > MAX_DEPTH:
+            out.refused.append(f"答案单元 {cid} 的表达式或语句嵌套超过 {MAX_DEPTH} 层；拆成几个变量，一步一步写")
+            continue
+        if _code_lines(_ipython_transformer().transform_cell(src)) != _code_lines(src):
+            out.refused.append(f"答案单元 {cid} 会被 IPython 改写以后再运行（行首的 >>> 或 ... 提示符、行尾的 ?）；"
+                               "去掉提示符，写成普通的 Python")
+            continue
+        guards = _main_guards(tree)
+        if guards:
+            out.sources[cid] = _without_guards(src, guards)
+            out.notes.append(f"答案单元 {cid} 第 {'、'.join(str(g.lineno) for g in guards)} 行的 if __name__ == \"__main__\": "
+                             "块评分时不运行（它只用来自己对照）")
+        trees[cid] = tree
     known = set().union(*(_bound_names(t) for t in trees.values())) if trees else set()
     own = set().union(*(_own_attrs(t) for t in trees.values())) if trees else set()
     own_objects = _own_objects(ast.Module(body=[n for t in trees.values() for n in t.body], type_ignores=[]))
@@ -485,7 +620,8 @@ def audit(cells: dict[str, str], template_names: set[str] = frozenset(), specs: 
                     modules[a.asname or a.name] = MODULES.get(f"{n.module}.{a.name}", a.name)
     modules.update({"torch": "torch", "triton": "triton", "tl": "tl", "math": "math"})
     for cid, tree in trees.items():
-        ck = _Checker(cid, (known | set(template_names)) - set(modules), own, modules, own_objects, _init_self_stores(tree))
+        ck = _Checker(cid, (known | set(template_names)) - set(modules), own, modules, own_objects, _init_self_stores(tree),
+                      {id(g.test.left) for g in _main_guards(tree)})
         ck.host(tree)
         out.refused += ck.found + _spec_calls(cid, tree, set(specs))
     return out

@@ -58,7 +58,7 @@ def load(path: Path, exercise: str | None = None) -> Submission:
     wanted = {c.id for c in source.parse(source.SRC_DIR / f"{ex}.py") if c.role == "solution"}
     cells, notes = {}, []
     for cell in data["cells"]:
-        if not isinstance(cell, dict) or cell.get("id") not in wanted:
+        if not isinstance(cell, dict) or not isinstance(cell.get("id"), str) or cell["id"] not in wanted:
             continue
         cid, src = cell["id"], cell.get("source", "")
         if isinstance(src, list) and all(isinstance(s, str) for s in src):

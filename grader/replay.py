@@ -43,7 +43,7 @@ LOG_CAP = 4 << 20
 SNAP_CAP = 256 << 20
 MAX_ARGS = 64
 MAX_PROGRAMS = 1 << 22
-TUPLE_TABLE = 8  # more numbers than this in one argument (a block shape has up to 5) is a table
+TABLE_BITS = 1024  # by value in one call, grids included: a launch of a few scalars takes a few hundred bits
 TENSOR_DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "int16", "int8", "uint8", "bool",
                  "float8_e4m3fn", "float8_e5m2")
 
@@ -649,9 +649,10 @@ class Replayer:
         if refilled:
             rec["host_tables"] = [k.replace("scratch:", "scratch") for k in refilled]
         if not case.get("host_scratch", True):
-            most = max((_scalars_in(v) for e in launches for v in (*e["args"], *e["kwargs"].values())), default=0)
-            if most > TUPLE_TABLE:  # the same table by value (a tuple of numbers, a string): kept as it was in the replay
-                rec["host_tuple"] = most
+            bits = sum(32 * len(e["grid"]) + sum(_bits_by_value(v) for v in (*e["args"], *e["kwargs"].values()))
+                       for e in launches)
+            if bits > TABLE_BITS:  # the same table by value (tuples, strings, numbers packed with bits, many launches)
+                rec["host_tuple"] = bits
                 return rec
         host_fill = {}  # outputs the wrapper filled with one value before the first launch (out.zero_())
         for k, bits in untouched.items():
@@ -896,14 +897,17 @@ def _never_written(raw) -> bool:
                for p in NAN_BYTES)
 
 
-def _scalars_in(v) -> int:
-    """About how many numbers an encoded argument carries by value: a tuple's items, nested tuples included, and a
-    string's characters by four (``"evict_last"`` is 2); 0 for anything else."""
-    if isinstance(v, dict) and v.get("t") == "tuple" and isinstance(v.get("v"), list):
-        return sum(max(_scalars_in(x), 1) for x in v["v"])
-    if isinstance(v, dict) and v.get("t") == "str" and isinstance(v.get("v"), str):
-        return len(v["v"]) // 4
-    return 0
+def _bits_by_value(v) -> int:
+    """How many bits an encoded launch argument carries by value: an int 32 or 64 (more when it is wider), a float 64,
+    a string 8 per character, a tuple its items; a tensor, a dtype, None nothing."""
+    if not isinstance(v, dict):
+        return 0
+    t, x = v.get("t"), v.get("v")
+    if t == "tuple" and isinstance(x, list):
+        return sum(_bits_by_value(i) for i in x)
+    if t == "int" and isinstance(x, int):
+        return 32 if -2**31 <= x < 2**31 else 64 * -(-(x.bit_length() + 1) // 64)
+    return {"float": 64, "bool": 1, "str": 8 * len(x) if isinstance(x, str) else 0}.get(t, 0)
 
 
 def _bits(t):

@@ -201,6 +201,19 @@ def test_unusable_input_exits_2(tmp_path, capsys, content, reason):
     assert reason in err and len(err.splitlines()) == 1
 
 
+def test_a_file_name_that_is_not_utf8_is_one_unusable_row(tmp_path):
+    """A name with bytes that are not UTF-8 (found 2026-12-07) stopped the whole batch before anything was graded."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    odd = os.fsdecode(bytes(subs) + b"/mallory\xff.ipynb")
+    Path(odd).write_bytes((REPO / "solutions" / "ex01_axpy.ipynb").read_bytes())
+    (subs / "alice.ipynb").write_bytes(b'{"cells": []}')
+    assert cli.main(["grade", str(subs), "--out", str(tmp_path / "out"), "--device", "cpu", "--unsafe-no-sandbox"]) == 0
+    rows = {r["file"]: r["status"] for r in csv.DictReader(open(tmp_path / "out" / "gradebook.csv", encoding="utf-8"))}
+    assert rows == {f"{subs}/alice.ipynb": "unusable: alice.ipynb has no metadata.tcourse.exercise: not a course exercise notebook (or pass --exercise)",
+                    f"{subs}/mallory\\xff.ipynb": "unusable: the file name is not valid UTF-8 (rename the file)"}
+
+
 def test_build_is_in_sync():
     assert build.build(check=True) == 0
 

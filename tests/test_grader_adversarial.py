@@ -254,11 +254,56 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
     ("@triton.jit\ndef k(x, d):\n    d.f_builtins\n", False),
     ("@triton.jit\ndef k(x, y, B: tl.constexpr):\n    v = tl.load(x + tl.arange(0, B)).to(y.dtype.element_ty)\n"
      "    tl.store(y + tl.arange(0, B), v.T.reshape((B,)))\n", True),
+    # built-in names bound by the learner, functions compared in kernels, the main guard, IPython's rewriting, nesting
+    # (found 2026-12-07: compile() ran in the replay through a branch only the interpreter takes)
+    ("def helper(compile, type):\n    pass\n", False),
+    ("def helper(isinstance):\n    pass\n@triton.jit\ndef k(x):\n    isinstance(x, 1)\n", False),
+    ("@triton.jit\ndef k(x, sum):\n    pass\n", False),
+    ("@triton.jit\ndef k(x):\n    sum = tl.sum(tl.load(x + tl.arange(0, 4)), axis=0)\n    tl.store(x, sum)\n", True),
+    ("@triton.jit\ndef k(x):\n    if tl.range is tl.static_range:\n        pass\n", False),
+    ("@triton.jit\ndef k(x):\n    if tl.static_print == print:\n        pass\n", False),
+    ("@triton.jit\ndef k(x):\n    f = x.to\n", False),
+    ("@triton.jit\ndef k(x, y):\n    if y is not None:\n        tl.store(x, 1)\n", True),
+    ("@triton.jit\ndef k(x, B: tl.constexpr):\n    for i in tl.static_range(B):\n        tl.store(x + i, i)\n", True),
+    ("if __name__ != '__main__':\n    pass\n", False),
+    ("def f():\n    return __name__\n", False),
+    ("x = " + "-" * 3000 + "1\n", False),
+    ('s = """x\n>>> y"""\n', False),
+    ("\n\nx = 1\n", True),
 ])
 def test_policy(src, ok):
     a = policy.audit({"c": src})
     assert (a.refused == []) == ok, a.refused
     assert all("；" in r or "不是合法" in r or "IPython" in r for r in a.refused)  # each refusal says what to write
+
+
+def test_a_main_guard_is_not_run_in_grading():
+    a = policy.audit({"c": "x = 1\nif __name__ == '__main__':\n    print(x)\n    y = 2\nz = 3\n"})
+    assert a.refused == [] and a.sources["c"] == "x = 1\npass\n\n\nz = 3"  # the lines after it keep their numbers
+    assert any("第 2 行" in n and "不运行" in n for n in a.notes)
+
+
+def test_the_replays_kernels_see_only_the_kernel_builtins(tmp_path):
+    """Defence in depth behind the policy: the module the replay imports gives its kernels no other built-in, in the
+    interpreter too (which defines each kernel again in that module's namespace)."""
+    import os
+    import subprocess
+
+    from grader import kernel_source
+
+    module, names = kernel_source.extract([
+        "@triton.jit\ndef k(x_ptr, B: tl.constexpr):\n    o = tl.arange(0, B)\n"
+        "    tl.store(x_ptr + o, tl.load(x_ptr + o) + abs(-1))\n"])
+    (tmp_path / "kernels.py").write_text(module, encoding="utf-8")
+    (tmp_path / "kernel_names.json").write_text(json.dumps(names), encoding="utf-8")
+    script = ("import torch\nfrom pathlib import Path\nfrom grader import replay\n"
+              f"k = replay.load_kernels(Path({str(tmp_path / 'kernels.py')!r}))['k']\n"
+              "try:\n    k[(1,)](torch.zeros(4), B=4)\nexcept Exception as e:\n    print(type(e).__name__, e)\n"
+              "print(sorted(k.fn.__builtins__))\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO,
+                       env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert "name 'abs' is not defined" in r.stdout, r.stdout + r.stderr
+    assert "['float', 'int', 'len', 'max', 'min', 'print', 'range']" in r.stdout, r.stdout
 
 
 def test_every_solution_passes_the_audit():
