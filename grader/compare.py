@@ -183,6 +183,11 @@ def check_output(buf: np.ndarray, ref: np.ndarray, spec, dtype: str, tol, where:
                     f"{unwritten}，应为 {int(ref[i])}。{hint}")
         return None
     atol, rtol = tol
+    nan_lost = np.isnan(ref) & ~np.isnan(out)
+    if nan_lost.any():
+        i = _idx(int(np.argmax(nan_lost.ravel())), out.shape)
+        return (f"{where}：{spec.name} 在 {i} 应为 NaN（参考结果在这里是 NaN），得到 {out[i]:.6g}："
+                f"{int(nan_lost.sum())} 个这样的元素。{hint}")
     nan_out = np.isnan(out) & ~np.isnan(ref)
     if nan_out.any():
         i = _idx(int(np.argmax(nan_out.ravel())), out.shape)
@@ -193,6 +198,12 @@ def check_output(buf: np.ndarray, ref: np.ndarray, spec, dtype: str, tol, where:
     if inf_out.any():
         i = _idx(int(np.argmax(inf_out.ravel())), out.shape)
         return f"{where}：{spec.name} 在 {i} 是 {out[i]}（参考值 {ref[i]:.6g}）：数值溢出（exp 之前没有减去最大值？）。{hint}"
+    if atol == rtol == 0.0:  # bit for bit: -0.0 is not 0.0
+        sign = (out == 0) & (ref == 0) & (np.signbit(out) != np.signbit(ref))
+        if sign.any():
+            i = _idx(int(np.argmax(sign.ravel())), out.shape)
+            return (f"{where}：{spec.name} 要逐位相等，{int(sign.sum())} 个零的符号不对；第一个在 {i}：得到 {float(out[i])!r}，"
+                    f"应为 {float(ref[i])!r}。搬数据不要经过算术（x + 0、x * 1 会把 -0.0 变成 +0.0）：load 什么就 store 什么。{hint}")
     err = np.abs(out - ref)
     bad = err > atol + rtol * np.abs(ref)
     if bad.any():

@@ -33,6 +33,13 @@ FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 ODD_LAYOUTS = ("transposed_padded", "step2")  # strides that are neither (N, 1), (N + 3, 1) nor (1, M)
 LAYOUTS = ("contig", "padded", "transposed") + ODD_LAYOUTS
 
+def _signed_zeros(g, shape):
+    """randn with about a fifth of the values -0.0 and a tenth +0.0: a copy that goes through arithmetic (x + 0) turns
+    -0.0 into +0.0, which only a bit-for-bit comparison sees."""
+    u = torch.rand(shape, generator=g, dtype=torch.float64)
+    return torch.randn(shape, generator=g, dtype=torch.float64).masked_fill(u < 0.2, -0.0).masked_fill((u >= 0.2) & (u < 0.3), 0.0)
+
+
 FILLS: dict[str, Callable] = {
     "randn": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64),
     "large": lambda g, shape: 50 * torch.randn(shape, generator=g, dtype=torch.float64),
@@ -58,6 +65,11 @@ FILLS: dict[str, Callable] = {
     "halves": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64)
     + 100 * torch.where(torch.arange(shape[-1]) < shape[-1] // 2, 1.0, -1.0).double(),
     "near_100": lambda g, shape: 100 + torch.randn(shape, generator=g, dtype=torch.float64),
+    "signed_zeros": _signed_zeros,
+    # about +3000 in the first half of the rows (first dimension) and -3000 in the second: sums down a column pass
+    # float16's 65504 after 22 rows, the column's total is small
+    "row_halves": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64)
+    + 3000 * torch.where(torch.arange(shape[0]) < shape[0] // 2, 1.0, -1.0).double().reshape(-1, *[1] * (len(shape) - 1)),
     # the first 55 % of each row -inf (masked positions), the rest finite: a row of 2000 starts with 1100 of them
     "neg_inf_head": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64).masked_fill(
         torch.arange(shape[-1]) < shape[-1] * 11 // 20, float("-inf")),

@@ -8,6 +8,7 @@ import ast
 import functools
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -136,6 +137,14 @@ CLAIMS = {
     ("ex12_flash_attention_backward", "PLAIN_BLOCKS"): lambda c, blk: not c.scalars["causal"]
     and blk("BLOCK_M") != blk("BLOCK_N"),
     ("ex02_softmax", "NEG_INF"): lambda c, blk: _fill(c, "x") == "neg_inf_head" and _dim(c, "x", 1) * 11 // 20 >= 1024,
+    # p one of tl.rand's numbers (a float32 in [0, 1); test_exercises checks that rand_at gives tl.rand's own)
+    ("ex09_dropout", "TIE"): lambda c, blk: 0 <= c.scalars["p"] < 1 and float(np.float32(c.scalars["p"])) == c.scalars["p"],
+    ("dr02_col_sum", "CANCEL"): lambda c, blk: c.dtype == "float16" and _fill(c, "x") == "row_halves"
+    and _dim(c, "x", 0) >= 2 * 22,  # 22 rows of about 3000 pass 65504
+    ("dr05_matvec", "CANCEL"): lambda c, blk: c.dtype == "float16" and _fill(c, "a") == "halves"
+    and _fill(c, "v") == "near_100" and _dim(c, "a", 1) >= 32,
+    ("ex10_layernorm_backward", "F16BIG"): lambda c, blk: c.dtype == "float16" and _fill(c, "x") == "offset"
+    and _dim(c, "x", 1) * 1000 > 65504,
 }
 
 

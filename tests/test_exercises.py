@@ -73,3 +73,22 @@ def test_runs_top_to_bottom_on_cpu(folder, ex, monkeypatch):
     if not registry.get(ex).written:
         assert ("自检通过" in printed) == (folder == "solutions"), printed[-2000:]
         assert "✘" in printed if folder == "exercises" else "✘" not in printed
+
+
+def test_the_dropout_tie_case_uses_a_number_tl_rand_gives():
+    """ex09's tie case takes p = tl.rand(seed, i) computed on the host (``rand_at``): the course's keep_mask, a Triton
+    kernel (the interpreter here, a GPU where there is one), must drop element i at that p and keep it at the float32
+    just below, for seeds of 32 and 64 bits."""
+    import numpy as np
+    import torch
+
+    from tcourse.kernels.dropout_kernels import keep_mask
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    rand_at = registry.get("ex09_dropout").cases.__globals__["rand_at"]
+    rng = random.Random(5)
+    for seed in (0, 2**31 - 1, rng.randint(2**32, 2**63 - 1)):
+        i = rng.randrange(3000)
+        p = rand_at(seed, i)
+        below = float(np.nextafter(np.float32(p), np.float32(0)))
+        assert not keep_mask(3000, p, seed, dev)[i] and keep_mask(3000, below, seed, dev)[i], (seed, i, p)

@@ -17,7 +17,7 @@
 # - 结果由你的 Triton kernel 算出来并写进 `out`，`return out`；`x.sum(...)`、`torch.sum` 记 0 分。
 # - `M` 可能远大于 `BLOCK_M`（几百到近万行）；有的测试里 `x` 的行之间有空隙，有的 `x` 是转置视图。
 # - 测试会传入不同的 `BLOCK_M`、`BLOCK_N`（两者不一定相等）。
-# - float16 输入也要对：累加器用 float32，存回时 `tl.store` 会转换成 `out` 的类型。
+# - float16 输入也要对：读进来先转成 float32，块内的和与累加器都用 float32（一列的部分和可能超过 float16 的最大值 65504），存回时 `tl.store` 会转换成 `out` 的类型。
 # %% id=dr02-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -82,6 +82,8 @@ TAIL = "M 或 N 不是块大小的整数倍：读块时 mask 两个方向，而�
 LOOP = "M 比 BLOCK_M 大得多：要沿行循环 for m0 in range(0, M, BLOCK_M)，每一块都累加进 acc。"
 STRIDE = "x 不是连续的（行间有空隙或者是转置视图）：地址用 rm * x.stride(0) + rn * x.stride(1)。"
 ACC = "float16 输入、近万行、元素全为正：累加器必须是 float32（tl.zeros(..., dtype=tl.float32)，读进来先 .to(tl.float32)）。"
+CANCEL = ("float16 输入，前一半行约 +3000、后一半约 -3000：每列的部分和超过 float16 的最大值 65504，整列的和却不大。"
+          "读进来先 .to(tl.float32)，块内的 tl.sum 和累加都在 float32 里做，只在 store 时转回 float16。")
 BLOCKS = ("BLOCK_M 和 BLOCK_N 不相等：grid 是 (triton.cdiv(N, BLOCK_N),)，列块用 BLOCK_N；"
           "沿行循环的步长和每次读的行数都是 BLOCK_M，不要混用。")
 
@@ -92,7 +94,8 @@ ODD = ("这个测试的 x 的 stride 既不是 (N, 1) 也不是 (1, M)（例如 
 def cases(device, rng):
     def one(m, n, dt, layout="contig", hint=TAIL, fill="randn", blocks=None, **kw):
         tag = {"padded": " 行间有空隙", "transposed": " 转置视图", "transposed_padded": " x 是行间有空隙的矩阵的转置",
-               "step2": " x 隔列取"}.get(layout, "") + (" 全正" if fill == "positive" else "")
+               "step2": " x 隔列取"}.get(layout, "") + (" 全正" if fill == "positive" else "") + \
+            (" 前一半行约 +3000、后一半约 -3000" if fill == "row_halves" else "")
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
             kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"))
@@ -104,7 +107,7 @@ def cases(device, rng):
           one(65, 70, "float32", "padded", STRIDE, public=True), one(50, 40, "float32", "transposed", STRIDE),
           one(70, 20, "float16", hint=LOOP, public=True),
           one(60, 70, "float32", hint=BLOCKS, blocks=(64, 16), public=True),
-          one(100, 90, "float32", "transposed", BLOCKS, blocks=(16, 64))]
+          one(100, 90, "float32", "transposed", BLOCKS, blocks=(16, 64)), one(128, 40, "float16", hint=CANCEL, fill="row_halves")]
     m, n = near_multiples(rng, (64, 128, 256), 2, (1, 3))
     cs += [one(m, n, "float32", hint=LOOP, hidden=True),
            one(*sizes(rng, 300, 900, 1), *sizes(rng, 33, 90, 1), "float32", "transposed", STRIDE, hidden=True),

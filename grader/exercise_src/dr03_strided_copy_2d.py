@@ -14,7 +14,7 @@
 #
 # **规则**（评分器会检查）
 #
-# - 拷贝由你的 Triton kernel 完成；在包装函数里用 torch 拷贝（`out.copy_(x)`、`x.clone()`、`.contiguous()`）记 0 分。结果必须逐位相等。
+# - 拷贝由你的 Triton kernel 完成；在包装函数里用 torch 拷贝（`out.copy_(x)`、`x.clone()`、`.contiguous()`）记 0 分。结果必须逐位相等（x 里有 -0.0）。
 # - 测试里有连续的 `x`、行之间有空隙的 `x`（`x.stride(0) > N`）、转置视图（`x.stride() == (1, M)`）和别的 stride（例如隔列取的 `base[:, ::2]`），
 #   还有 int32 和 int64 的 `x`（值会用满 int32、int64 的范围，远超 2^24、2^53）：同一个 kernel 对任何元素类型都能用，
 #   不要经过 float32 或 float64。
@@ -101,14 +101,14 @@ def cases(device, rng):
         odd = {"transposed_padded": " {}是行间有空隙的矩阵的转置", "step2": " {}隔列取"}
         tag = {"padded": " 行间有空隙", "transposed": " 转置视图", **odd}.get(layout, "").format("x ")
         tag += {"padded": " out 行间有空隙", "transposed": " out 是转置视图", **odd}.get(out, "").format("out ")
-        tag += {"full_int32": " 值用满 int32", "full_int64": " 值用满 int64"}.get(fill, "")
+        tag += {"full_int32": " 值用满 int32", "full_int64": " 值用满 int64", "signed_zeros": " 含 -0.0"}.get(fill, "")
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
             kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"))
         return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout),), call=("x",),
                     outputs=(Tensor("out", (m, n), layout=out),), hint=hint, **kw)
 
-    cs = [one(1, 1, "float32", public=True), one(7, 13, "float32", public=True),
+    cs = [one(1, 1, "float32", public=True), one(7, 13, "float32", public=True, fill="signed_zeros"),
           one(40, 50, "float32", "padded", STRIDE, public=True), one(37, 45, "float32", "transposed", STRIDE, public=True),
           one(33, 31, "float16", "transposed", STRIDE), one(20, 70, "int32", "padded", STRIDE, fill="large", public=True),
           one(60, 70, "float32", hint=BLOCKS, blocks=(64, 16), public=True),

@@ -15,7 +15,7 @@
 #
 # **规则**（评分器会检查）
 #
-# - 结果由你的 Triton kernel 读出来并写进 `out`，`return out`；`table[idx]`、`torch.index_select` 记 0 分。
+# - 结果由你的 Triton kernel 读出来并写进 `out`，`return out`；只搬数据，结果必须逐位相等（表里有 -0.0）；`table[idx]`、`torch.index_select` 记 0 分。
 # - 评分器会检查越界读：`idx` 最后一块里超出 `n` 的位置也不能读。
 # - `table` 和 `out` 都不一定连续（`out` 可能行间有空隙、是转置视图，两者也可能是别的 stride，例如隔列取的 `base[:, ::2]`）：
 #   地址用它们各自的两个 stride。
@@ -105,22 +105,22 @@ def row_ids(v):
 
 
 def cases(device, rng):
-    def one(v, d, n, dt, layout="contig", hint=None, blocks=None, out="contig", **kw):
+    def one(v, d, n, dt, layout="contig", hint=None, blocks=None, out="contig", fill="randn", **kw):
         bn, bd = blocks or (16, 64)
         hint = (TAIL if n % bn or d % bd else EXACT) if hint is None else hint
         odd = {"transposed_padded": "是行间有空隙的矩阵的转置", "step2": "隔列取"}
-        tag = {"padded": " 表的行间有空隙", "transposed": " 表是转置视图"}.get(layout, "")
+        tag = {"padded": " 表的行间有空隙", "transposed": " 表是转置视图"}.get(layout, "") + (" 含 -0.0" if fill == "signed_zeros" else "")
         tag += {"padded": " out 行间有空隙", "transposed": " out 是转置视图"}.get(out, "")
         tag += "".join(f" {name}{odd[lay]}" for name, lay in (("表", layout), ("out ", out)) if lay in odd)
         if blocks:
             tag += f" BLOCK_N={blocks[0]} BLOCK_D={blocks[1]}"
             kw.update(scalars={"BLOCK_N": blocks[0], "BLOCK_D": blocks[1]}, kwargs=("BLOCK_N", "BLOCK_D"))
-        return Case(f"V={v} D={d} n={n} {dt}{tag}", dt, (Tensor("table", (v, d), layout=layout),
+        return Case(f"V={v} D={d} n={n} {dt}{tag}", dt, (Tensor("table", (v, d), fill, layout=layout),
                                                        Tensor("idx", (n,), row_ids(v), dtype="int32")),
                     call=("table", "idx"), outputs=(Tensor("out", (n, d), layout=out),), hint=hint, **kw)
 
     cs = [one(1, 1, 1, "float32", public=True), one(10, 7, 5, "float32", public=True),
-          one(50, 33, 40, "float32", public=True), one(30, 100, 17, "float32", hint=WIDE, public=True),
+          one(50, 33, 40, "float32", public=True, fill="signed_zeros"), one(30, 100, 17, "float32", hint=WIDE, public=True),
           one(20, 40, 33, "float32", "padded", STRIDE), one(25, 20, 50, "float16", public=True),
           one(30, 40, 25, "float32", "transposed", TSTRIDE, public=True), one(30, 40, 25, "float32", hint=OUT, out="padded"),
           one(40, 50, 70, "float32", hint=BLOCKS, blocks=(64, 16))]

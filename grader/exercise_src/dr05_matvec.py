@@ -14,7 +14,7 @@
 # **规则**（评分器会检查）
 #
 # - 结果由你的 Triton kernel 算出来并写进 `out`；`a @ v`、`torch.mv`、`torch.matmul` 记 0 分。
-# - `K` 可能远大于 `BLOCK_K`（也大于 256）；`a` 可能是转置视图或行间有空隙；float16 输入要用 float32 累加。
+# - `K` 可能远大于 `BLOCK_K`（也大于 256）；`a` 可能是转置视图或行间有空隙；float16 输入要用 float32 算乘积、块内的和与累加（部分和可能超过 float16 的最大值 65504）。
 # - 测试会传入不同的 `BLOCK_M`、`BLOCK_K`（比如 `BLOCK_M=16`，或 `BLOCK_K` 比 `BLOCK_M` 小）。
 # %% id=dr05-setup role=setup
 import tcourse
@@ -73,12 +73,14 @@ def matvec(a, v, out=None, BLOCK_M=32, BLOCK_K=128):
 from grader import selfcheck
 selfcheck.check("dr05_matvec", globals())
 # %% id=dr05-grading role=grading
-from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+from grader.spec import HALVES_TOL, Case, Exercise, Tensor, near_multiples, sizes
 
 TAIL = "M 或 K 不是块大小的整数倍：a 块按 M 和 K 两个方向 mask，v 段按 K mask，都用 other=0.0。"
 KLOOP = "K 远大于 BLOCK_K（也大于 256）：沿 K 循环 for k0 in range(0, K, BLOCK_K)，每一段都累加进 acc。"
 STRIDE = "a 不是连续的（转置视图或行间有空隙）：地址用 rm * a.stride(0) + rk * a.stride(1)。"
 ACC = "float16 输入、K 很大、元素全为正：累加器必须是 float32，读进来先 .to(tl.float32)。"
+CANCEL = ("float16 输入，a 的前一半列约 +100、后一半约 -100，v 约 100：每个乘积约 ±1e4，沿 K 的部分和超过 float16 的最大值 "
+          "65504，结果却不大。乘积和块内的 tl.sum 都要在 float32 里算（先 .to(tl.float32)），只在 store 时转回 float16。")
 BLOCKS = ("换了 BLOCK_M、BLOCK_K：grid 是 (triton.cdiv(M, BLOCK_M),)，不要写死 32；"
           "沿 K 循环的步长和每次读的列数都是 BLOCK_K，不要和 BLOCK_M 混用。")
 
@@ -87,20 +89,22 @@ ODD = ("这个测试的 a 的 stride 既不是 (K, 1) 也不是 (1, M)（例如 
 
 
 def cases(device, rng):
-    def one(m, k, dt, layout="contig", hint=TAIL, fill="randn", blocks=None, **kw):
+    def one(m, k, dt, layout="contig", hint=TAIL, fill="randn", blocks=None, vfill=None, **kw):
         tag = {"padded": " a 行间有空隙", "transposed": " a 是转置视图", "transposed_padded": " a 是行间有空隙的矩阵的转置",
-               "step2": " a 隔列取"}.get(layout, "") + (" 全正" if fill == "positive" else "")
+               "step2": " a 隔列取"}.get(layout, "") + (" 全正" if fill == "positive" else "") + \
+            (" a 前一半列约 +100、后一半约 -100，v 约 100" if fill == "halves" else "")
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_K={blocks[1]}"
             kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_K": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_K"))
-        return Case(f"M={m} K={k} {dt}{tag}", dt, (Tensor("a", (m, k), fill, layout), Tensor("v", (k,), fill)),
+        return Case(f"M={m} K={k} {dt}{tag}", dt, (Tensor("a", (m, k), fill, layout), Tensor("v", (k,), vfill or fill)),
                     call=("a", "v"), out_shape=(m,), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(7, 5, "float32", public=True), one(33, 65, "float32", public=True),
           one(40, 300, "float32", hint=KLOOP, public=True), one(45, 70, "float32", "transposed", STRIDE, public=True),
           one(30, 100, "float32", "padded", STRIDE), one(33, 65, "float16", public=True),
           one(70, 50, "float32", hint=BLOCKS, blocks=(16, 128), public=True),
-          one(70, 300, "float32", "transposed", BLOCKS, blocks=(64, 16))]
+          one(70, 300, "float32", "transposed", BLOCKS, blocks=(64, 16)),
+          one(20, 96, "float16", hint=CANCEL, fill="halves", vfill="near_100", tol=HALVES_TOL)]
     m = near_multiples(rng, (64, 128), 1, (1, 2))[0]
     cs += [one(m, k, "float32", hint=KLOOP, hidden=True) for k in near_multiples(rng, (256, 512), 1, (1, 3), above=256)]
     cs += [one(*sizes(rng, 257, 400, 1), *sizes(rng, 257, 700, 1), "float32", "transposed", STRIDE, hidden=True),

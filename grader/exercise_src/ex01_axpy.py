@@ -110,6 +110,7 @@ BIG = "n 超过 2^20：偏移量 pid * BLOCK_SIZE + tl.arange(...) 覆盖所有�
 SCALAR = "这个测试的 a 不是 -1.75：kernel 要用传进来的参数 a，不要把某个数值写死在 kernel 或包装函数里。"
 BLOCK = ("这个测试传入了 BLOCK_SIZE=... 关键字参数：grid = triton.cdiv(n, BLOCK_SIZE) 和 kernel 的 BLOCK_SIZE 都要用这个参数，"
          "不要写死 1024。")
+SCALAR_FP32 = " 这个测试的 a 有六位小数（float16、bfloat16 都表示不了）：float32 输入时 a 在 kernel 里保持 float32，不要转成低精度。"
 
 
 def cases(device, rng):
@@ -131,9 +132,10 @@ def cases(device, rng):
     cs += [one(rng.randint(2, 8) * 1024, "float32", EXACT, hidden=True)]  # always one exact multiple
     cs += [one(n, "float32", BIG, hidden=True) for n in sizes(rng, (1 << 20) + 1, (1 << 20) + 70_000)]
     cs += [one(n, "float16", hidden=True) for n in sizes(rng, 100, 20_000)]
-    a = rng.choice((-1, 1)) * rng.randint(1, 16) / 4 + rng.choice((0.0, 0.125))  # a multiple of 1/8 (exact in float16) ...
-    a = a if a not in (-1.75, 1.0) else 3.25  # ... that is not the default, nor 1 (where a kernel that ignores a is right)
-    cs += [one(n, "float32", f"{SCALAR}{BLOCK}", a=a, block=rng.choice((256, 512, 2048)), hidden=True)
+    # six decimals, exact in neither float16 nor bfloat16 (a kernel that rounds a is off by 1e-3 or more); never the
+    # default, nor 1 (where a kernel that ignores a is right)
+    a = rng.choice((-1, 1)) * round(rng.uniform(0.1, 4.0), 6)
+    cs += [one(n, "float32", f"{SCALAR}{BLOCK}{SCALAR_FP32}", a=a, block=rng.choice((256, 512, 2048)), hidden=True)
            for n in sizes(rng, 3000, 9000)]
     if device == "cuda":
         # more than 65535 programs (the grid's limit in y and z, not in x): 60 s a launch in the CPU interpreter

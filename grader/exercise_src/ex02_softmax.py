@@ -131,6 +131,7 @@ def cases(device, rng):
     cs += [one(rng.randint(2, 6), n, "float32", hint=OSTRIDE, out_layout="padded", hidden=True) for n in sizes(rng, 30, 600)]
     cs += [one(rng.randint(6, 12), n, "float16", "row_offsets", ROWS, hidden=True) for n in sizes(rng, 50, 400)]
     cs += [one(rng.randint(2, 3), n, "float32", hint=VERY_WIDE, hidden=True) for n in sizes(rng, 4097, 8192)]
+    cs += [one(2, 8192, "float32", hint=VERY_WIDE)]  # the widest row allowed: a multiple of every chunk width up to it
     cs += [one(rng.randint(2, 6), n, "float32", "far_negative", FAR, hidden=True)
            for n in sizes(rng, 30, 600, avoid=tuple(1 << i for i in range(10)))]
     cs += [one(rng.randint(2, 4), n, "float32", "ramp", RAMP, hidden=True) for n in sizes(rng, 1025, 3000)]

@@ -15,7 +15,8 @@
 #    不保留那张表（当作未初始化的内存），这样的答案拿不到第 2 部分的分。
 #
 # 评分器会对很多组 `(num_pid_m, num_pid_n, GROUP_M)` 检查第 1 部分（不需要 GPU，也不启动 kernel；其中有上万亿个 tile 的，
-# 先列出顺序再查表的写法算不完），再用几组检查第 2 部分。
+# 先列出顺序再查表的写法算不完；pid 可以大到 10^18，超过 2^53 以后 float64 表示不了每个整数，`/` 之后再取整会错，
+# 只用整数的 `//` 和 `%`），再用几组检查第 2 部分。
 # %% id=ex04-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -132,8 +133,9 @@ PARTIAL = ("最后一组不满、但有 2 行以上（num_pid_m 不是 GROUP_M �
 GM1 = "GROUP_M=1：每组只有一行，顺序就是按行（pid_m = pid // num_pid_n），通用公式本身就给出这个顺序，不用另写一条路径。"
 ONE_GROUP = ("num_pid_m 比 GROUP_M 小：只有一组，group_size_m = min(num_pid_m - first_pid_m, GROUP_M) = num_pid_m，"
              "pid_m = first_pid_m + (pid % num_pid_in_group) % group_size_m（不是 pid % GROUP_M）。")
-HUGE = ("上万亿个 tile（num_pid_m、num_pid_n 都超过一百万）：题目要的是公式（//、%、min），不能先用循环或列表把顺序"
-        "列出来再查表——那样既不满足“不许用循环或列表”，也算不完、放不下。")
+HUGE = ("上万亿个 tile（num_pid_m、num_pid_n 都超过一百万，pid 到 10^18）：题目要的是整数公式（//、%、min），不能先用循环或"
+        "列表把顺序列出来再查表——那样既不满足“不许用循环或列表”，也算不完、放不下；也不能用 / 再取整：2^53 以上的整数"
+        "float64 表示不了，组的边界上会差一。")
 MANY = "tile 超过 1024 个：grid 是 num_pid_m * num_pid_n 个 program，每个 program 只算自己那一个 pid。"
 
 
@@ -154,7 +156,8 @@ def cases(device, rng):
 
     hidden = [(rng.randint(9, 40), rng.randint(2, 20), rng.choice((3, 5, 6, 8))) for _ in range(2)]
     many = (rng.randint(50, 80), rng.randint(21, 30), rng.choice((2, 4, 8)))
-    huge = [(1_000_003, 1_000_001, 8), (rng.randint(10**6, 10**7), rng.randint(10**6, 10**7), rng.choice((3, 5, 6)))]
+    huge = [(1_000_003, 1_000_001, 8), (rng.randint(10**6, 10**7), rng.randint(10**6, 10**7), rng.choice((3, 5, 6))),
+            (10**9, 10**9, rng.choice((3, 4, 5)))]  # pids past 2^53: the last pid of a group (below) is one off by float
     return [
         py("pid_to_tile GROUP_M=1", lambda m, g: g == 1,
            "GROUP_M=1 时每组只有一行，顺序就是按行：pid_m = pid // num_pid_n，pid_n = pid % num_pid_n。", 1.0, public=True),
@@ -165,7 +168,8 @@ def cases(device, rng):
            extra=hidden, hidden=True),
         Case("pid_to_tile 上万亿个 tile", "int32", mode="python", func="pid_to_tile", reference=tile_by_formula,
              calls=tuple((pid, m, n, g) for m, n, g in huge for pid in (0, m * n - 1, rng.randrange(m * n),
-                                                                           m * n - 1 - rng.randrange(g * n))),
+                                                                           m * n - 1 - rng.randrange(g * n),
+                                                                           rng.randrange(m // g // 2, m // g) * g * n - 1)),
              points=1.0, hint=HUGE),
         kernel(1, 1, 1, public=True), kernel(5, 7, 2), kernel(8, 3, 4, public=True),
         kernel(11, 13, 3, hint=PARTIAL), kernel(7, 5, 4, hint=PARTIAL), kernel(13, 7, 1, hint=GM1),

@@ -133,6 +133,7 @@ def cases(device, rng):
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in near_multiples(rng, (1024, 2048), 1, (1, 2), above=1024)]
     cs += [one(rng.randint(2, 6), n, "float32", "offset", BIG, layout="padded", hidden=True) for n in sizes(rng, 200, 1500)]
     cs += [one(rng.randint(2, 3), n, "float32", hint=VERY_WIDE, hidden=True) for n in sizes(rng, 4097, 8192)]
+    cs += [one(2, 8192, "float32", hint=VERY_WIDE)]  # the widest row allowed: a multiple of every chunk width up to it
     cs += [one(rng.randint(2, 4), n, "float32", "offset", BIG + " " + WIDE, hidden=True) for n in sizes(rng, 2049, 6000)]
     cs += [one(rng.randint(2, 6), n, "float16", hidden=True) for n in near_multiples(rng, (64, 128, 256), 1)]
     cs += [one(rng.randint(6, 12), n, "float32", "row_offsets", ROWS, hidden=True) for n in sizes(rng, 100, 800)]

@@ -9,7 +9,7 @@
 # **规则**：结果由 Triton kernel 写（`x.t().contiguous()`、`out.copy_(...)`、`.clone()` 记 0 分）；写进 `out` 并返回；
 # 不修改 `x`。测试里有行之间有空隙的 `x`（`x.stride(0) > N`）、本身就是转置视图的 `x`（`x.stride() == (1, M)`），
 # 也有别的 stride（例如隔列取的 `base[:, ::2]`），也会传入不同的 `BLOCK_M`、`BLOCK_N`（例如 `BLOCK_M=64, BLOCK_N=16`）。
-# 转置只搬数据，结果必须**逐位相等**：`x` 可能是 float32、float16，也可能是 int32（值用满 int32 的范围，远超 2^24），
+# 转置只搬数据，结果必须**逐位相等**（-0.0 仍是 -0.0）：`x` 可能是 float32、float16，也可能是 int32（值用满 int32 的范围，远超 2^24），
 # 不要经过 float32。
 # %% id=ex06-setup role=setup
 import tcourse
@@ -92,7 +92,7 @@ def cases(device, rng):
         bm, bn = blocks or (32, 32)
         hint = (TAIL if m % bm or n % bn else EXACT) if hint is None else hint
         tag = {"padded": " 行间有空隙", "transposed": " 输入本身是转置视图", "transposed_padded": " 输入是行间有空隙的矩阵的转置",
-               "step2": " 输入隔列取"}.get(layout, "") + (" 值用满 int32" if fill == "full_int32" else "")
+               "step2": " 输入隔列取"}.get(layout, "") + (" 值用满 int32" if fill == "full_int32" else "") + (" 含 -0.0" if fill == "signed_zeros" else "")
         scalars, kwargs = {}, ()
         if blocks:
             scalars = {"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}
@@ -102,7 +102,7 @@ def cases(device, rng):
                     kwargs=kwargs, out_shape=(n, m), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(7, 13, "float32", public=True), one(33, 31, "float32", public=True),
-          one(100, 60, "float32"), one(40, 50, "float32", "padded", STRIDE, public=True),
+          one(100, 60, "float32", fill="signed_zeros"), one(40, 50, "float32", "padded", STRIDE, public=True),
           one(37, 45, "float32", "transposed", STRIDE), one(33, 31, "float16", public=True),
           one(70, 50, "float32", hint=BLOCKS, blocks=(64, 16), public=True),
           one(50, 70, "float16", "transposed", BLOCKS, blocks=(16, 64)),

@@ -13,7 +13,8 @@
 # `dropout_backward(dy, p, seed, out=None, BLOCK_SIZE=1024)` 两个包装函数（提示：反向可以启动同一个 kernel）。
 #
 # **规则**：结果由 Triton kernel 算（`torch.nn.functional.dropout`、`torch.rand`、`torch.where`、`torch.bernoulli` 等记 0 分）；
-# 写进 `out` 并返回；`x` 是一维连续张量。测试包括 n = 1、质数、BLOCK_SIZE 的倍数 ±1，p = 0、0.1、0.5、0.9，float32 与 float16。
+# 写进 `out` 并返回；`x` 是一维连续张量。测试包括 n = 1、质数、BLOCK_SIZE 的倍数 ±1，p = 0、0.1、0.3、0.5、0.9，
+# 也有 p 恰好等于某个 `tl.rand(seed, i)` 的情形（那个元素要丢弃：`>`，不是 `>=`），float32 与 float16，前向与反向都测。
 # %% id=ex09-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -92,6 +93,23 @@ FP16 = "float16 的 x：随机数保持 float32 再和 p 比较（转成 float16
 BIG_SEED = "seed 至少 2^32：tl.rand 用 seed 的全部 64 位，原样传进 kernel，不要截断、取模或转成 32 位。"
 TAIL = "n 不是 BLOCK_SIZE 的整数倍：最后一个 program 的 tl.load/tl.store 要 mask=offs < n。"
 BACKWARD = "反向：用同一个 seed 重新生成 mask，dx = dy * keep / (1 - p)（不要存 mask，也不要换种子）。"
+TIE = "p 恰好等于 tl.rand(seed, i)：元素 i 要丢弃。保留的条件是 tl.rand(seed, i) > p（严格大于），不是 >=。"
+
+
+def rand_at(seed, i):
+    """``tl.rand(seed, i)`` for an int32 offset ``i``, on the host: Philox-4x32 with 10 rounds, the first word, then
+    Triton's uint-to-float conversion, in float32 as on the GPU. The tie case needs a p that is one of the numbers."""
+    import numpy as np
+
+    mask = 0xFFFFFFFF
+    c0, c1, c2, c3, k0, k1 = i & mask, 0, 0, 0, seed & mask, (seed >> 32) & mask
+    for _ in range(10):
+        c0, c1, c2, c3 = ((0xCD9E8D57 * c2) >> 32) ^ c1 ^ k0, (0xCD9E8D57 * c2) & mask, \
+            ((0xD2511F53 * c0) >> 32) ^ c3 ^ k1, (0xD2511F53 * c0) & mask
+        k0, k1 = (k0 + 0x9E3779B9) & mask, (k1 + 0xBB67AE85) & mask
+    x = c0 - (1 << 32) if c0 >= 1 << 31 else c0
+    x = ~x if x < 0 else x
+    return float(np.float32(x) * np.float32(4.6566127342e-10))
 
 
 def cases(device, rng):
@@ -115,9 +133,16 @@ def cases(device, rng):
     cs += [one(n, "float32", 0.2, rng.randint(0, 2**31 - 1), 1024, TAIL, hidden=True)
            for n in near_multiples(rng, (1024, 2048), 2, (1, 8), offsets=(-1, 1))]
     cs += [one(sizes(rng, 1000, 5000)[0], "float32", 0.5, rng.randint(2**32, 2**63 - 1), 1024, BIG_SEED, hidden=True)]
-    cs += [one(sizes(rng, 100_000, 200_000)[0], "float16", 0.5, rng.randint(0, 2**31 - 1), 512, FP16, hidden=True),
+    cs += [one(sizes(rng, 100_000, 200_000)[0], "float16", 0.3, rng.randint(0, 2**31 - 1), 512, FP16, hidden=True),
            one(sizes(rng, 100, 20_000)[0], "float32", rng.choice((0.1, 0.5, 0.9)), seed, 1024, BACKWARD,
+               "dropout_backward", hidden=True),
+           # the backward on its own: the forward's big seed and float16 rounding (it may launch a kernel of its own)
+           one(sizes(rng, 1000, 5000)[0], "float32", 0.5, rng.randint(2**32, 2**63 - 1), 1024, BACKWARD + BIG_SEED,
+               "dropout_backward", hidden=True),
+           one(sizes(rng, 100_000, 200_000)[0], "float16", 0.3, rng.randint(0, 2**31 - 1), 512, BACKWARD + FP16,
                "dropout_backward", hidden=True)]
+    n, tie_seed = sizes(rng, 2000, 8000)[0], rng.randint(0, 2**31 - 1)
+    cs += [one(n, "float32", rand_at(tie_seed, rng.randrange(n)), tie_seed, 1024, TIE, hidden=True)]
     if device == "cuda":
         cs += [one(100_003, "bfloat16", 0.3, 11),
                Case("性能 n=2^24 float32", "float32", mode="perf", points=2.0,
