@@ -15,9 +15,9 @@ everything else is refused, with the line and what to write instead:
   language classes: :func:`kernel_attrs`); no comprehensions, no string subscripts; parameter annotations
   are names (``tl.constexpr``). The replay then compiles each kernel for sm_90 before it runs, every
   runtime argument left unspecialised, which rejects whatever Python the interpreter alone would have run;
-- everywhere: a path under ``tl`` may not pass through a module other than Triton's language modules
-  (``tl.core.builtins`` is refused), and a module is only ever the root of an attribute path (``T = torch``
-  would carry the checks away with it).
+- everywhere: a path under ``tl`` goes only through Triton's language modules to what they define (functions,
+  kernels, classes, dtypes: ``tl.core.builtins`` and ``tl.extra.modules``, which is ``sys.modules``, are refused),
+  and a module is only ever the root of an attribute path (``T = torch`` would carry the checks away with it).
 
 The verdict never depends on this check alone: results come from the grader's own replay of the
 recorded launches on inputs the submission never saw (:mod:`grader.replay`). The check exists so that a
@@ -126,20 +126,38 @@ TL_MODULES = {"triton.language", "triton.language.math", "triton.language.extra"
 
 def _tl_path_ok(rest: list[str]) -> bool:
     """``tl.rest...`` resolved on the real ``triton.language`` (attribute lookups on modules and classes run no
-    learner code): refused where it passes through a module outside :data:`TL_MODULES`. A name that does not
-    exist is left to fail when the code runs."""
+    learner code): an allow-list. Each step is one of :data:`TL_MODULES` or what Triton's language defines (its
+    functions, kernels and classes, a dtype, a constexpr, a number); past such an object only what a kernel may read
+    on its values (:func:`kernel_attrs`) or an enum's member. Refused: ``tl.core.builtins``, and the other objects
+    those modules happen to hold (``tl.extra.modules`` is ``sys.modules``, ``tl.extra.spec.loader`` writes files,
+    ``tl.math.wraps`` is functools'). A name that does not exist is left to fail when the code runs."""
     import types
 
     import triton.language as obj
 
-    for p in rest:
+    for i, p in enumerate(rest):
+        if not isinstance(obj, types.ModuleType):
+            members = getattr(obj, "__members__", None)
+            return all(q in kernel_attrs() for q in rest[i:]) or (
+                len(rest) == i + 1 and hasattr(members, "keys") and p in members)
         try:
             obj = getattr(obj, p)
         except AttributeError:
             return True
-        if isinstance(obj, types.ModuleType) and obj.__name__ not in TL_MODULES:
+        if isinstance(obj, types.ModuleType) and obj.__name__ not in TL_MODULES or \
+                not isinstance(obj, types.ModuleType) and not _language_object(obj):
             return False
     return True
+
+
+def _language_object(obj) -> bool:
+    """A function, kernel or class Triton's language defines, a dtype, a constexpr, or a number."""
+    import triton.language as tl
+
+    if isinstance(obj, (tl.dtype, tl.constexpr, int, float)):
+        return True
+    module = getattr(obj, "__module__", None)
+    return callable(obj) and isinstance(module, str) and module.startswith(("triton.language", "triton._C.libtriton.ir"))
 
 
 def _path_ok(module: str, rest: list[str]) -> bool:
@@ -195,7 +213,7 @@ def kernel_methods() -> frozenset[str]:
 @functools.lru_cache(maxsize=None)
 def _module_callable(module: str, rest: tuple[str, ...]) -> bool:
     """Whether ``module.rest...`` (``tl``, ``triton``, ``math``; resolved on the real, unpatched modules) is a function
-    or a class; a dtype or a constant is not."""
+    or a class; a dtype, an enum (``tl.PropagateNan``) or a constant is not."""
     import importlib
 
     obj = importlib.import_module({"tl": "triton.language"}.get(module, module))
@@ -205,7 +223,7 @@ def _module_callable(module: str, rest: tuple[str, ...]) -> bool:
         obj = getattr(obj, p, None)
     import triton.language as tl
 
-    return callable(obj) and not isinstance(obj, tl.dtype)
+    return callable(obj) and not isinstance(obj, tl.dtype) and not hasattr(obj, "__members__")  # an enum: its members are values
 
 
 def _is_jit(deco: ast.AST) -> bool:
@@ -243,7 +261,8 @@ def taken_attrs() -> frozenset[str]:
              types.BuiltinFunctionType, types.ModuleType, types.FrameType, types.GeneratorType, types.CoroutineType,
              types.AsyncGeneratorType, types.CodeType, types.TracebackType, torch.Tensor, torch.dtype, torch.device,
              torch.Size, triton.runtime.JITFunction)
-    return frozenset({a for k in kinds for a in dir(k)} | {"gi_frame", "f_back", "tb_frame", "cr_frame", "ag_frame"})
+    return frozenset({a for k in kinds for a in dir(k)} | {"gi_frame", "f_back", "tb_frame", "cr_frame", "ag_frame"}
+                     | _BUILTIN_NAMES)  # a module's exec, eval, open...
 
 
 def _own_attrs(tree: ast.AST) -> set[str]:
@@ -478,6 +497,8 @@ class _Checker:
                     self.bad(node, f"kernel {fn.name} 里不允许使用 {node.id}", "kernel 里直接写 tl.xxx 或变量名")
                 else:
                     self.name(node, allowed)
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Constant):
+                self.bad(node, f"kernel {fn.name} 里不能读常量的属性（{ast.unparse(node)[:40]}）", "kernel 里的字符串只用于 print 的说明文字")
             elif isinstance(node, ast.Attribute):
                 path = _dotted(node)
                 if path and path[0] == "triton" and len(path) > 1 and path[1] != "language":

@@ -270,6 +270,17 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
     ("x = " + "-" * 3000 + "1\n", False),
     ('s = """x\n>>> y"""\n', False),
     ("\n\nx = 1\n", True),
+    # objects Triton's language modules hold that are not Triton (found 2026-12-07: tl.extra.modules is sys.modules,
+    # tl.extra.spec.loader writes files; numpy.load of a pickle ran Python at the sm_90 compile check, 17/17 on ex01)
+    ("x = tl.extra.modules.get('numpy')\n", False),
+    ("tl.extra.spec.loader.set_data('p', b'')\n", False),
+    ("w = tl.math.wraps\n", False),
+    ("@triton.jit\ndef k(x):\n    tl.extra.modules.get('numpy').load('q')\n", False),
+    ("@triton.jit\ndef k(x):\n    tl.argmax.fn\n", False),
+    ("@triton.jit\ndef k(x):\n    s = 'a|b'.split('|')\n", False),
+    ("class C:\n    def __init__(self):\n        self.exec = 0\nc = C()\nc.exec\n", False),
+    ("@triton.jit\ndef k(x, y):\n    tl.store(y, tl.maximum(tl.load(x), 0.0, propagate_nan=tl.PropagateNan.ALL))\n", True),
+    ("@triton.jit\ndef k(x):\n    tl.store(x, tl.extra.cuda.libdevice.pow(tl.load(x), 2.0) + tl.float16.primitive_bitwidth)\n", True),
 ])
 def test_policy(src, ok):
     a = policy.audit({"c": src})
