@@ -156,7 +156,8 @@ def _language_object(obj) -> bool:
 
     if isinstance(obj, (tl.dtype, tl.constexpr, int, float)):
         return True
-    module = getattr(obj, "__module__", None)
+    module = getattr(getattr(obj, "fn", obj), "__module__", None)  # under TRITON_INTERPRET=1 a kernel is the
+    # interpreter's wrapper (module triton.runtime.interpreter), its .fn the function Triton's language defines
     return callable(obj) and isinstance(module, str) and module.startswith(("triton.language", "triton._C.libtriton.ir"))
 
 
