@@ -54,9 +54,10 @@ FILLS: dict[str, Callable] = {
     # integers over the whole int64 range, most above 2^53 in size: float64 cannot hold them (drawn and carried as
     # int64: plan.draw keeps integer tensors in int64)
     "full_int64": lambda g, shape: torch.randint(-2**63, 2**63 - 1, shape, generator=g, dtype=torch.int64),
-    # each row far below zero (-1e5 to -2e4): "a very small number" such as -1e4 in place of -inf is larger than all
+    # each row far below zero, shifted by -2e4 to -2e12 (log-uniform): "a very small number" such as -1e4 or -1e6 in
+    # place of -inf is larger than all of a row's values
     "far_negative": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64)
-    - (2e4 + 8e4 * torch.rand((*shape[:-1], 1), generator=g, dtype=torch.float64)),
+    - 2e4 * 10 ** (8 * torch.rand((*shape[:-1], 1), generator=g, dtype=torch.float64)),
     # rising along each row from about 0 to about 400: the maximum of one part of a row is not the row's
     "ramp": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64)
     + torch.linspace(0, 400, shape[-1], dtype=torch.float64),

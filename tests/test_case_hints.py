@@ -109,7 +109,12 @@ CLAIMS = {
     ("ex05_layernorm", "VERY_WIDE"): lambda c, blk: 4096 < _dim(c, "x", 1) <= 8192,
     ("ex02_softmax", "FAR"): lambda c, blk: _fill(c, "x") == "far_negative" and not _pow2(_dim(c, "x", 1)),
     ("ex02_softmax", "RAMP"): lambda c, blk: _fill(c, "x") == "ramp" and _dim(c, "x", 1) > 1024,
-    ("ex07_flash_attention", "FAR"): lambda c, blk: c.scalars["causal"] and 32 * 40 * _dim(c, "q", 3) ** 0.5 > 1e4,
+    ("ex07_flash_attention", "FAR"): lambda c, blk: c.scalars["causal"] and 32 * 40 * 2**42 * _dim(c, "q", 3) ** 0.5 > 1e16,
+    ("ex12_flash_attention_backward", "FAR"): lambda c, blk: c.scalars["causal"] and 64 * 40 * _dim(c, "q", 3)
+    * c.scalars["sm_scale"] > 1e4,
+    ("ex12_flash_attention_backward", "BIG"): lambda c, blk: _fill(c, "q") == "large",
+    ("dr09_histogram", "BINS16"): lambda c, blk: c.scalars["n_bins"] > 32767,
+    ("dr04_gather", "ROWS16"): lambda c, blk: _dim(c, "table", 0) > 32767,
     ("ex07_flash_attention", "ZERO"): lambda c, blk: c.scalars["sm_scale"] == 0.0,
     ("ex12_flash_attention_backward", "ZERO"): lambda c, blk: c.scalars["sm_scale"] == 0.0,
     ("ex04_group_m_swizzle", "GM1"): lambda c, blk: c.scalars["GROUP_M"] == 1 and c.scalars["num_pid_m"] > 1,

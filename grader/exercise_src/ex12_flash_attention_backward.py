@@ -15,7 +15,7 @@
 # 以及 `attention_backward(q, k, v, do, causal=False, sm_scale=None, dq=None, dk=None, dv=None, BLOCK_M=16, BLOCK_N=16)` 里的启动。
 #
 # **规则**：结果由 Triton kernel 算（`torch.autograd`、`torch.matmul`、`torch.softmax`、`torch.exp` 等记 0 分）。
-# 正确性测试的 `D` 是 16 或 32（GPU 上的性能测试是 D=64）；测试包括 S=1、17、45、每次重新抽取的 65–140（GPU 上还有 S=100 的 bfloat16），causal 与否，float16；测试也会传入 `sm_scale`（用传进来的值，包括 0.0），
+# 正确性测试的 `D` 是 16 或 32（GPU 上的性能测试是 D=64）；测试包括 S=1、17、45、每次重新抽取的 65–140（GPU 上还有 S=100 的 bfloat16），causal 与否，float16，很大的 q（约 ±150），每个分数都低于 -1e4 的输入；测试也会传入 `sm_scale`（用传进来的值，包括 0.0），
 # 以及不同的 `BLOCK_M`/`BLOCK_N`（两者可以不相等，比如 `BLOCK_M=32, BLOCK_N=16`）。
 # %% id=ex12-setup role=setup
 import tcourse
@@ -189,6 +189,20 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "S 不是块大小的整数倍：超出 S 的 query/key 处 P 要是 0，load 要 mask，store 要 mask。"
 CAUSAL = TAIL + " causal=True：j > i 的位置 P = 0；dkdv_kernel 从对角线所在的 query 块开始，dq_kernel 循环到对角线为止。"
 LOOP = "S 比一个块长：dk、dv 要对所有 query 块累加，dq 要对所有 key 块累加；dk、dq 最后乘 sm_scale，dv 不乘。"
+BIG = ("q 很大（约 ±150），分数可以到几百：P 要写成 exp(s - lse)，不要写 exp(s) / exp(lse)"
+       "（float32 的 exp 在 88 以上溢出成 inf，inf / inf 是 NaN）。")
+FAR = ("这个测试每个分数都在 -1e4 以下：被遮住的位置（causal 的 j > i）要设成 -inf（或直接让 P 为 0），"
+       "-1e4 这样的“很小的数”比真实的分数都大，exp(s - lse) 会给遮住的位置很大的 P。")
+
+
+def _far_q(g, shape):  # integers in [-96, -64]; with k in [40, 60], D=32 and sm_scale=0.125 every score is below -1e4
+    return -torch.randint(64, 97, shape, generator=g).double()
+
+
+def _far_k(g, shape):
+    return torch.randint(40, 61, shape, generator=g).double()
+
+
 HEADS = ("B 和 H 都大于 1：q、k、v、do 和 lse、delta 按同一个 (batch, head) 编号定位（b * H + h），"
          "两个 kernel 的 grid 和下标都要一致。")
 SCALE = "这个测试传入了 sm_scale：两个 kernel 都用传进来的 sm_scale（包括重算 P 时），只有 sm_scale=None 时才用 D ** -0.5。"
@@ -202,12 +216,13 @@ BLOCKS = ("这个测试的 BLOCK_M 和 BLOCK_N 不相等：dkdv_kernel 的 grid 
 
 
 def cases(device, rng):
-    def one(b, h, s, d, dt, causal, hint=TAIL, extra=None, **kw):
+    def one(b, h, s, d, dt, causal, hint=TAIL, extra=None, q_fill="randn", k_fill="randn", **kw):
         shape = (b, h, s, d)
         extra = extra or {}
-        return Case(f"B={b} H={h} S={s} D={d} {dt}" + (" causal" if causal else "")
+        tag = (" 大数值" if q_fill == "large" else "") + (" 分数低于 -1e4" if q_fill is _far_q else "")
+        return Case(f"B={b} H={h} S={s} D={d} {dt}" + (" causal" if causal else "") + tag
                     + "".join(f" {n}={v}" for n, v in extra.items()), dt,
-                    (Tensor("q", shape), Tensor("k", shape), Tensor("v", shape), Tensor("do", shape)),
+                    (Tensor("q", shape, q_fill), Tensor("k", shape, k_fill), Tensor("v", shape), Tensor("do", shape)),
                     {"causal": causal, **extra}, ("q", "k", "v", "do"), ("causal", *extra),
                     outputs=(Tensor("dq", shape), Tensor("dk", shape), Tensor("dv", shape)), hint=hint, **kw)
 
@@ -218,7 +233,11 @@ def cases(device, rng):
           one(1, 2, 40, 16, "float32", True, BLOCKS, {"BLOCK_M": 16, "BLOCK_N": 32}),
           one(1, 2, 40, 16, "float32", False, PLAIN_BLOCKS, {"BLOCK_M": 32, "BLOCK_N": 16}),
           one(1, 2, 24, 16, "float32", False, SCALE, {"sm_scale": 1.0}), one(2, 3, 33, 16, "float32", True, HEADS),
-          one(1, 1, 20, 16, "float32", True, ZERO, {"sm_scale": 0.0})]
+          one(1, 1, 20, 16, "float32", True, ZERO, {"sm_scale": 0.0}),
+          one(1, 1, 17, 16, "float32", False, BIG, q_fill="large"),
+          # lse near -2e4 holds only about 3 decimals in float32, so P = exp(s - lse) is off by about 1e-3 relative in
+          # any float32 kernel: a looser tolerance here (a -1e4 mask is off by orders of magnitude); sm_scale exact
+          one(1, 1, 20, 32, "float32", True, FAR, {"sm_scale": 0.125}, q_fill=_far_q, k_fill=_far_k, tol=(1e-2, 1e-2))]
     long_s = sizes(rng, 65, 140, 2)
     cs += [one(1, 1, long_s[0], 16, "float32", False, LOOP, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, CAUSAL + " " + LOOP, hidden=True),
