@@ -471,13 +471,15 @@ class _Checker:
             self.annotation(fn, fn.returns)
         body = [n for part in (*fn.body, *fn.args.defaults, *fn.args.kw_defaults) if part is not None
                 for n in ast.walk(part)]
-        called = {id(n.func) for n in body if isinstance(n, ast.Call)}
+        # where a function may stand: called, or the annotation of a local (``B: tl.constexpr = 4``)
+        callees = {id(n.func) for n in body if isinstance(n, ast.Call)} | {
+            id(n) for a in body if isinstance(a, ast.AnnAssign) for n in ast.walk(a.annotation)}
         for node in body:
             self.binding(node, UNBINDABLE)
         for node in ast.walk(fn.args):  # a parameter gets what the wrapper passes: a built-in function, maybe
             self.binding(node, _BUILTIN_NAMES)
         for node in body:
-            if id(node) not in called and self.uncalled_function(node):
+            if id(node) not in callees and self.uncalled_function(node):
                 self.bad(node, f"kernel {fn.name} 里的 {ast.unparse(node)} 是函数或类，只能直接调用（不能比较、赋值、当参数传或读它的属性）",
                          "解释器里 Triton 的函数换成了它自己的实现，和编译器看到的不是同一个对象：拿它们比较，两边会走不同的分支")
             if isinstance(node, ast.Compare) and any(

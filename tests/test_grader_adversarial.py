@@ -270,6 +270,7 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
     ("x = " + "-" * 3000 + "1\n", False),
     ('s = """x\n>>> y"""\n', False),
     ("\n\nx = 1\n", True),
+    ("@triton.jit\ndef k(x):\n    B: tl.constexpr = 4\n    tl.store(x + tl.arange(0, B), 1.0)\n", True),
     # objects Triton's language modules hold that are not Triton (found 2026-12-07: tl.extra.modules is sys.modules,
     # tl.extra.spec.loader writes files; numpy.load of a pickle ran Python at the sm_90 compile check, 17/17 on ex01)
     ("x = tl.extra.modules.get('numpy')\n", False),
