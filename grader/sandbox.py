@@ -224,7 +224,10 @@ def replay_argv(root: Path, device: str, iso: Isolation, cases: list[str]) -> li
 def base_env(root: Path, home: Path, device: str) -> dict[str, str]:
     """An environment with nothing of the grader's beyond PATH, locale and the GPU selection."""
     env = {k: v for k, v in os.environ.items() if k in ENV_KEEP}
+    # USER/LOGNAME: getpass.getuser() (torch asks it for cache paths) reads them before the password database, where a
+    # throwaway user (the uid mode) has no entry: KeyError in every case on an H100 node (2026-12-07)
     env.update({"HOME": str(home), "TMPDIR": str(home / "tmp"), "MPLCONFIGDIR": str(home / "mpl"), "MPLBACKEND": "Agg",
+                "USER": "learner", "LOGNAME": "learner",
                 "TRITON_CACHE_DIR": str(home / "triton"), "PYTHONPATH": str(root / "lib"),
                 "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "TCOURSE_DEVICE": device,
                 "TRITON_DEFAULT_FP_FUSION": "1"})

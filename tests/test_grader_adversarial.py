@@ -365,6 +365,23 @@ def test_memory_watchdog_kills_a_growing_kernel(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(sandbox.bwrap() is None, reason="no bubblewrap here")
+def test_a_throwaway_user_without_a_passwd_entry_has_a_user_name(tmp_path):
+    """torch asks getpass.getuser() for its cache paths; a throwaway uid (the uid mode) has no password entry, which
+    raised KeyError in every case on an H100 node (2026-12-07). The kernel's environment names the user."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch to an unknown uid")
+    env = sandbox.base_env(tmp_path, tmp_path / "home", "cpu")
+    import shutil
+
+    python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")  # one the unknown uid may run (getpass: stdlib)
+    r = subprocess.run([python, "-c", "import getpass; print(getpass.getuser())"], env=env, capture_output=True,
+                       text=True, timeout=60, preexec_fn=lambda: (os.setgid(50214684), os.setuid(50214684)))
+    assert r.returncode == 0 and r.stdout.strip() == "learner", r.stderr
+
+
 def test_sandbox_writes_only_into_its_binds(tmp_path):
     """bwrap's new root and the folders it makes there for the binds are a tmpfs: a kernel wrote 3 GiB of RAM there
     that no watchdog saw (2026-12-07). Read-only now; the bound work folder stays writable."""
