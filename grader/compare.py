@@ -383,9 +383,10 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
                             "读到这个标志之后才读数据（tl.atomic_load 默认 'acquire'，其他 tl.atomic_* 默认 'acq_rel'）。解释器里"
                             f"写总是马上可见，所以在 CPU 上结果是对的。{case.hint}")
     if rec.get("false_hint"):
-        return mk("failed", f"{where}：{rec['false_hint'][:200]}。tl.multiple_of 是对编译器的保证：GPU 上编译器据此用更宽的向量"
-                            "访存，值不满足时读写的就不是你要的元素（解释器忽略这个提示，所以在 CPU 上结果是对的）。只对一定"
-                            f"满足的值写它（例如 stride 只有在测试形状里确实是 16 的倍数时），否则去掉。{case.hint}")
+        return mk("failed", f"{where}：{rec['false_hint'][:300]}。tl.multiple_of、tl.max_contiguous、tl.max_constancy "
+                            "是对编译器的保证：GPU 上编译器据此用更宽的向量访存，值不满足时"
+                            "读写的就不是你要的元素（解释器忽略这些提示，所以在 CPU 上结果是对的）。只对一定满足的值写它（例如"
+                            f" stride 只有在每个测试形状里都确实是 16 的倍数时），否则去掉。{case.hint}")
     if rec.get("lane_race") and "同一条 tl.store" in rec["lane_race"]:
         return mk("failed", f"{where}：一个 program 内部的数据竞争 —— {str(rec['lane_race'])[:300]}。解释器里最后一个元素的值"
                             "留下来，所以在 CPU 上结果可能是对的。每个地址只能由一条 store 的一个元素写：多余的元素用 mask 关掉"

@@ -44,9 +44,12 @@ MAX_DEPTH = 64  # nesting of an answer cell's syntax tree (the solutions reach 1
 # Attributes a kernel may read on its values (tensors, pointers, dtypes, tensor descriptors, constexprs): the public
 # methods and properties of Triton's language classes, and the fields those objects carry. Nothing else: a kernel
 # that reads ``.handle`` or a generator's frame runs Python in the interpreter that no compiler would accept.
-KERNEL_VALUE_FIELDS = {"dtype", "shape", "type", "value", "numel", "element_ty", "primitive_bitwidth", "int_bitwidth",
+KERNEL_VALUE_FIELDS = {"dtype", "shape", "value", "numel", "element_ty", "primitive_bitwidth", "int_bitwidth",
                        "fp_mantissa_width", "block_shape", "name"}
-KERNEL_NO_ATTRS = {"to_ir", "codegen_name", "mangle", "cache_key_part", "handle"}  # a builder's business
+KERNEL_INSTEAD = {"type": "用 x.dtype（指针指向的类型是 x_ptr.dtype.element_ty）"}
+KERNEL_NO_ATTRS = {"to_ir", "codegen_name", "mangle", "cache_key_part", "handle",  # a builder's business
+                   "type"}  # an int argument equal to 1 is a constexpr on a GPU and a tensor in the interpreter: the
+# .type of the one is not that of the other, so a branch on it takes one side on a CPU and the other on a GPU
 
 # Dotted paths under a module that host code may use (a trailing ".*" allows any public name below).
 MODULE_PATHS = {
@@ -194,6 +197,16 @@ def kernel_attrs() -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=None)
+def interpreter_names() -> frozenset[str]:
+    """The global names of Triton's interpreter module (``np``, ``TensorHandle``, ``inspect``...): before it runs a
+    kernel, the interpreter copies each of them into the kernel's module unless that module has the name, so there a
+    free name such as ``np`` is numpy, while the compiler knows no such global."""
+    from triton.runtime import interpreter
+
+    return frozenset(n for n in vars(interpreter) if not n.startswith("__"))
+
+
+@functools.lru_cache(maxsize=None)
 def kernel_methods() -> frozenset[str]:
     """The names among :func:`kernel_attrs` that are methods on every class of Triton's that has them."""
     import inspect
@@ -333,6 +346,7 @@ class _Checker:
         self.cell_id, self.known, self.own_attrs, self.modules = cell_id, known, own_attrs, modules
         self.own_objects, self.init_stores, self.guard_names = own_objects, init_stores, guard_names
         self.kernel_attrs = kernel_attrs()
+        self.kernel_globals: set[str] = set()  # what the replay's kernel module defines (_kernel_module_names)
         self.found: list[str] = []
 
     def bad(self, node, what: str, instead: str = "") -> None:
@@ -468,7 +482,7 @@ class _Checker:
             if a is not None and a.annotation is not None:
                 self.annotation(fn, a.annotation)
         if fn.returns is not None:
-            self.annotation(fn, fn.returns)
+            self.annotation(fn, fn.returns, parameter=False)
         body = [n for part in (*fn.body, *fn.args.defaults, *fn.args.kw_defaults) if part is not None
                 for n in ast.walk(part)]
         # where a function may stand: called, or the annotation of a local (``B: tl.constexpr = 4``)
@@ -498,6 +512,10 @@ class _Checker:
             elif isinstance(node, ast.Name):
                 if node.id in ("getattr", "hasattr", "setattr", "eval", "exec", "open", "globals", "vars"):
                     self.bad(node, f"kernel {fn.name} 里不允许使用 {node.id}", "kernel 里直接写 tl.xxx 或变量名")
+                elif node.id in interpreter_names() - local - self.kernel_globals - {"tl", "triton", "math"}:
+                    self.bad(node, f"kernel {fn.name} 里不能用全局名字 {node.id}",
+                             "Triton 的解释器运行 kernel 之前把它自己模块里的全局名字（np、TensorHandle 等）放进 kernel 所在的"
+                             f"模块，编译器里没有这些名字：{node.id} 在 CPU 上和 GPU 上不是同一个东西；换一个名字，或者作为参数传进 kernel")
                 else:
                     self.name(node, allowed)
             elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Constant):
@@ -507,10 +525,20 @@ class _Checker:
                 if path and path[0] == "triton" and len(path) > 1 and path[1] != "language":
                     self.bad(node, f"kernel {fn.name} 里不允许使用 {'.'.join(path)}", "kernel 里用 tl.*")
                 elif (path is None or path[0] not in self.modules) and node.attr not in self.kernel_attrs:
-                    self.bad(node, f"kernel {fn.name} 里不允许读 .{node.attr}",
-                             "kernel 里的值只有 Triton 的方法和属性，例如 x.to(tl.float32)、x.dtype、x.shape")
+                    self.bad(node, f"kernel {fn.name} 里不允许读 .{node.attr}", KERNEL_INSTEAD.get(
+                        node.attr, "kernel 里的值只有 Triton 的方法和属性，例如 x.to(tl.float32)、x.dtype、x.shape"))
                 else:
                     self.attribute(node, host=False)
+
+    def is_constexpr(self, node: ast.AST) -> bool:
+        """``node`` names Triton's ``constexpr`` itself: ``tl.constexpr``, ``triton.language.constexpr`` (or through
+        an alias of either), or the string ``"tl.constexpr"`` / ``"constexpr"``."""
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str) and node.value.strip() in ("constexpr", "tl.constexpr")
+        path = _dotted(node)
+        if not path or path[-1] != "constexpr" or path[0] not in self.modules:
+            return False
+        return (self.modules[path[0]], *path[1:-1]) in (("tl",), ("triton", "language"))
 
     def uncalled_function(self, node: ast.AST) -> bool:
         """``node`` (in a kernel, not called) names a function: a built-in, a function or class of ``tl``/``math``, a
@@ -526,13 +554,30 @@ class _Checker:
             return _module_callable(self.modules[path[0]], tuple(path[1:]))
         return node.attr in kernel_methods()
 
-    def annotation(self, fn: ast.FunctionDef, node: ast.AST) -> None:
+    def annotation(self, fn: ast.FunctionDef, node: ast.AST, parameter: bool = True) -> None:
         if not _annotation_ok(node):
             self.bad(node, f"kernel {fn.name} 的参数注解不允许是表达式，只能是 tl.constexpr 这样的名字", "例如 BLOCK: tl.constexpr")
+            return
+        if parameter and not self.is_constexpr(node):
+            self.bad(node, f"kernel {fn.name} 的参数注解只能是 tl.constexpr（这里是 {ast.unparse(node)[:40]}）",
+                     "Triton 的编译器把注解里含 constexpr 的参数都当常量，解释器只认 constexpr 本身：别的注解在两边不一样；"
+                     "普通参数不写注解")
             return
         for n in ast.walk(node):
             if isinstance(n, ast.Attribute):
                 self.attribute(n, host=False)
+
+
+def _kernel_module_names(tree: ast.Module) -> set[str]:
+    """The names ``tree`` puts into the replay's kernel module (:mod:`grader.kernel_source`): its top-level
+    ``@triton.jit`` functions and ``NAME = tl.constexpr(...)`` globals."""
+    def jit(d: ast.AST) -> bool:
+        return ast.unparse(d.func if isinstance(d, ast.Call) else d) in ("triton.jit", "jit")
+
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and any(jit(d) for d in n.decorator_list)} | {
+        n.targets[0].id for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)
+        and ast.unparse(n.value.func) in ("tl.constexpr", "triton.language.constexpr")}
 
 
 def _annotation_ok(node: ast.AST) -> bool:
@@ -643,9 +688,11 @@ def audit(cells: dict[str, str], template_names: set[str] = frozenset(), specs: 
                 for a in n.names:
                     modules[a.asname or a.name] = MODULES.get(f"{n.module}.{a.name}", a.name)
     modules.update({"torch": "torch", "triton": "triton", "tl": "tl", "math": "math"})
+    kernel_globals = set().union(*(_kernel_module_names(t) for t in trees.values())) if trees else set()
     for cid, tree in trees.items():
         ck = _Checker(cid, (known | set(template_names)) - set(modules), own, modules, own_objects, _init_self_stores(tree),
                       {id(g.test.left) for g in _main_guards(tree)})
+        ck.kernel_globals = kernel_globals
         ck.host(tree)
         out.refused += ck.found + _spec_calls(cid, tree, set(specs))
     return out

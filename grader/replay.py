@@ -37,7 +37,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from . import interleave, lanes, ordering, patching, spin
+from . import hints, interleave, lanes, ordering, patching, spin
 
 LOG_CAP = 4 << 20
 SNAP_CAP = 256 << 20
@@ -69,8 +69,8 @@ class LaneRace(RuntimeError):
 
 
 class FalseHint(RuntimeError):
-    """``tl.multiple_of`` promised the compiler a divisor that the values do not have (the interpreter ignores it,
-    a GPU build vectorises on it)."""
+    """A hint to the compiler (``tl.multiple_of``, ``max_contiguous``, ``max_constancy``) that the values
+    do not keep (the interpreter ignores it, a GPU build relies on it: :mod:`grader.hints`)."""
 
 
 # --- memory checks and program order (interpreter only) ----------------------------------------------
@@ -85,7 +85,7 @@ class Guard:
         self.ranges: list[tuple[int, int, str, int]] = []  # (lo, hi, label, itemsize)
         self.first: str | None = None
         self.unfilled: str | None = None  # a masked load without other= that had masked-off lanes (they read poison)
-        self.false_hint: str | None = None  # the first tl.multiple_of whose values are not multiples
+        self.false_hint: str | None = None  # the first compiler hint the values do not keep (grader.hints)
         self.events: list = []  # every access of the current launch in the order it ran (grader.ordering's events)
         self.as_atomic = threading.local()  # .sem: (sem, scope) while tl.atomic_load/store/poll run through load/store
         self.load_call = threading.local()  # .other: whether the running tl.load was given other= (True/False)
@@ -113,14 +113,11 @@ class Guard:
         set_dim, barrier = b.set_grid_dim, b.create_barrier
         set_attr = I.TensorHandle.set_attr
 
-        def checked_set_attr(handle, key, value):  # tl.multiple_of(x, v) on a scalar or a 1-D block: x (its first
-            # element: on a block, divisibility is that of the start of each contiguous run, e.g. pid * B + arange) % v == 0
-            if key == "tt.divisibility" and self.ranges and self.false_hint is None and isinstance(value, list) \
-                    and len(value) == 1 and int(value[0]) > 1:
-                data = self.np.asarray(handle.data).ravel()
-                if data.dtype.kind in "iu" and data.size and int(data[0]) % int(value[0]):
-                    self.false_hint = (f"tl.multiple_of(..., {int(value[0])}) 的值是 {int(data[0])}，"
-                                       f"不是 {int(value[0])} 的倍数")
+        def checked_set_attr(handle, key, value):  # tl.multiple_of / max_contiguous / max_constancy (grader.hints)
+            if self.ranges and self.false_hint is None:
+                ty = handle.dtype
+                size = ty.element_ty.primitive_bitwidth // 8 if ty.is_ptr() else None
+                self.false_hint = hints.violation(key, handle.data, value, size)
             return set_attr(handle, key, value)
 
         def step():  # every memory access is a point where another program may run first
@@ -550,7 +547,15 @@ class Replayer:
         kernel = self.kernels[name]
         fn = getattr(kernel, "fn", kernel)
         params = inspect.signature(fn).parameters
-        constexpr = {p for p, par in params.items() if "constexpr" in str(par.annotation)}
+        # constexpr as the interpreter decides it (the annotation is constexpr itself); the compiler takes any
+        # annotation whose name contains "constexpr": where the two differ, a branch can go one way on each
+        import triton.language as tl
+
+        constexpr = {p for p, par in params.items()
+                     if par.annotation is tl.constexpr or str(par.annotation).strip() in ("constexpr", "tl.constexpr")}
+        odd = [p for p, par in params.items() if p not in constexpr and "constexpr" in str(par.annotation)]
+        if odd:
+            return f"kernel {name} 的参数 {odd} 的注解不是 tl.constexpr 本身：编译器把它当常量，解释器不当"
         values = dict(zip(params, args))
         options = {}
         for k, v in kwargs.items():
@@ -566,16 +571,23 @@ class Replayer:
             return f"kernel {name} 启动时少了参数 {missing}"
         consts = {p: values[p] for p in params if p in constexpr}
         runtime = [values[p] for p in params if p not in constexpr]
+        ones = tuple(p for p in params if p not in constexpr and type(values[p]) is int and values[p] == 1)
         key = (name, tuple((str(a.dtype) if hasattr(a, "dtype") else type(a).__name__) for a in runtime),
-               tuple(sorted((k, repr(v)) for k, v in consts.items())), tuple(sorted(options.items())))
+               tuple(sorted((k, repr(v)) for k, v in consts.items())), tuple(sorted(options.items())), ones)
         if key not in self.compiled:
-            try:
-                compile_for_sm90(kernel, *runtime, num_warps=options.get("num_warps", 4),
-                                 num_stages=options.get("num_stages", 3), specialize=False, **consts)
-                self.compiled[key] = None
-            except Exception as e:  # the compiler's message is the learner's feedback
-                lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
-                self.compiled[key] = (f"kernel {name} 不能为真实的 GPU（sm_90）编译：" + " | ".join(lines[-4:])[-600:])
+            self.compiled[key] = None
+            # unspecialised first: the code the interpreter ran must compile; then, where an int argument is 1,
+            # as a GPU launch specialises it (a constant): that must compile too
+            for specialize in (False, True) if ones else (False,):
+                try:
+                    compile_for_sm90(kernel, *runtime, num_warps=options.get("num_warps", 4),
+                                     num_stages=options.get("num_stages", 3), specialize=specialize, **consts)
+                except Exception as e:  # the compiler's message is the learner's feedback
+                    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+                    when = f"（参数 {'、'.join(ones)} 等于 1 时：GPU 启动把等于 1 的整数参数当常量编译）" if specialize else ""
+                    self.compiled[key] = (f"kernel {name} 不能为真实的 GPU（sm_90）编译{when}："
+                                          + " | ".join(lines[-4:])[-600:])
+                    break
         return self.compiled[key]
 
     # ----- one case -----
@@ -649,18 +661,18 @@ class Replayer:
         if refilled:
             rec["host_tables"] = [k.replace("scratch:", "scratch") for k in refilled]
         if not case.get("host_scratch", True):
-            bits = sum(32 * len(e["grid"]) + sum(_bits_by_value(v) for v in (*e["args"], *e["kwargs"].values()))
-                       for e in launches)
-            if bits > TABLE_BITS:  # the same table by value (tuples, strings, numbers packed with bits, many launches)
-                rec["host_tuple"] = bits
+            by_value = sum(32 * len(e["grid"]) + sum(_bits_by_value(v) for v in (*e["args"], *e["kwargs"].values()))
+                           for e in launches)
+            if by_value > TABLE_BITS:  # the same table by value (tuples, strings, numbers packed with bits, many launches)
+                rec["host_tuple"] = by_value
                 return rec
         host_fill = {}  # outputs the wrapper filled with one value before the first launch (out.zero_())
-        for k, bits in untouched.items():
+        for k, was in untouched.items():
             now = _bits(views[k])
             if now.numel() and not bool((now == now[0]).all()):
                 rec["host_values"] = k.split(":", 1)[1]
                 return rec
-            if now.numel() and not bool((now == bits).all()):
+            if now.numel() and not bool((now == was).all()):
                 host_fill[k] = now.clone()
         for e in launches:
             args = [self.decode(a, bufs) for a in e["args"]]

@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 KERNEL_NAME = "tcourse-grader"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 LIB_MODULES = ("harness.py", "launchlog.py", "buffers.py", "kernel_io.py", "replay.py", "interleave.py", "spin.py",
-               "patching.py", "lanes.py", "ordering.py", "safeio.py", "dropuid.py")
+               "patching.py", "lanes.py", "ordering.py", "safeio.py", "dropuid.py", "hints.py")
 ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "TZ")
 
 

@@ -282,6 +282,18 @@ def test_adversarial_batch(tmp_path, capsys, monkeypatch):
     ("class C:\n    def __init__(self):\n        self.exec = 0\nc = C()\nc.exec\n", False),
     ("@triton.jit\ndef k(x, y):\n    tl.store(y, tl.maximum(tl.load(x), 0.0, propagate_nan=tl.PropagateNan.ALL))\n", True),
     ("@triton.jit\ndef k(x):\n    tl.store(x, tl.extra.cuda.libdevice.pow(tl.load(x), 2.0) + tl.float16.primitive_bitwidth)\n", True),
+    # a branch only the interpreter takes (found 2026-12-07, 17/17 on ex01 and 15/15 on dr08 with numpy doing the work):
+    # an annotation that contains "constexpr" is a constant to the compiler, not to the interpreter; .type of an int
+    # argument equal to 1 (a constant on a GPU launch); the interpreter's own globals (np, TensorHandle) in a kernel
+    ('@triton.jit\ndef k(x, M: "my_constexpr" = 1):\n    pass\n', False),
+    ("@triton.jit\ndef k(x, M: tl.constexpr_type = 1):\n    pass\n", False),
+    ("@triton.jit\ndef k(x, n: int):\n    pass\n", False),
+    ('@triton.jit\ndef k(x, M: "tl.constexpr", N: triton.language.constexpr):\n    pass\n', True),
+    ("@triton.jit\ndef k(x, n):\n    if n.type == tl.int32:\n        tl.store(x, 1.0)\n", False),
+    ("@triton.jit\ndef k(x):\n    y = np.load('c00_x.npy')\n", False),
+    ("@triton.jit\ndef k(x):\n    h = TensorHandle\n", False),
+    ("T = tl.constexpr(4)\n@triton.jit\ndef k(x):\n    tl.store(x + tl.arange(0, T), 1.0)\n", True),
+    ("@triton.jit\ndef k(x, np):\n    tl.store(x, np)\n", True),
 ])
 def test_policy(src, ok):
     a = policy.audit({"c": src})

@@ -752,9 +752,48 @@ def test_selfcheck_finds_kernels_under_autotune_and_heuristics(monkeypatch):
     assert found["tuned"] is tuned.fn and found["guessed"] is guessed.fn
 
 
+def test_the_compile_check_compiles_an_int_argument_of_1_as_a_gpu_launch_does(monkeypatch):
+    """An int argument equal to 1 is a compile-time constant on a GPU launch and a tensor in the interpreter: the
+    replay compiles such a launch both ways, so a kernel that compiles only unspecialised (n.dtype on a constant)
+    fails there with a message naming the argument; n = 2 compiles once and passes."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import types
+
+    import torch
+    import triton
+    import triton.language as tl
+
+    from grader.replay import Replayer
+
+    @triton.jit
+    def fill(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.zeros([BLOCK], dtype=n.dtype), mask=offs < n)
+
+    x = torch.zeros(16, dtype=torch.int32)
+    for n, verdict in [(2, None), (1, "参数 n 等于 1 时")]:
+        checker = types.SimpleNamespace(kernels={"fill": fill}, compiled={})
+        got = Replayer.compile_check(checker, "fill", [x, n], {"BLOCK": 16})
+        assert (got is None) if verdict is None else (verdict in got), got
+
+
+def test_the_sandbox_lib_holds_every_grader_module_its_modules_import():
+    """sandbox.LIB_MODULES is what the learner's kernel and the replay can import of the grader: a module one of them
+    imports but the list forgot fails every case with an ImportError (it happened to grader.hints)."""
+    import ast
+
+    have = {name.removesuffix(".py") for name in sandbox.LIB_MODULES}
+    for name in sandbox.LIB_MODULES:
+        tree = ast.parse((REPO / "grader" / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                wanted = {a.name for a in node.names} if node.module is None else {node.module.split(".")[0]}
+                assert wanted <= have, f"{name} imports {sorted(wanted - have)}, missing from sandbox.LIB_MODULES"
+
+
 def test_multiple_of_hints_are_checked_against_the_values(monkeypatch):
-    """The interpreter ignores tl.multiple_of; the replay checks it: a scalar that is not a multiple is reported, the
-    usual hint on a block's offsets (its first element is the multiple, the rest are contiguous) is not."""
+    """The interpreter ignores tl.multiple_of and tl.max_contiguous; the replay checks them: a scalar that is not a
+    multiple, and gathered rows called contiguous, are reported; the usual hints on a block's offsets are not."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     import torch
     import triton
@@ -763,22 +802,64 @@ def test_multiple_of_hints_are_checked_against_the_values(monkeypatch):
     from grader.replay import Guard
 
     @triton.jit
-    def copy_rows(x_ptr, y_ptr, stride, BLOCK: tl.constexpr):
+    def copy_rows(x_ptr, y_ptr, idx_ptr, stride, BLOCK: tl.constexpr):
         offs = tl.max_contiguous(tl.multiple_of(tl.program_id(0) * BLOCK + tl.arange(0, BLOCK), BLOCK), BLOCK)
         start = tl.multiple_of(stride * tl.program_id(0), 4)
-        tl.store(y_ptr + offs, tl.load(x_ptr + start - stride * tl.program_id(0) + offs))
+        src = tl.max_contiguous(tl.load(idx_ptr + offs), BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + start - stride * tl.program_id(0) + src))
 
-    x, y = torch.arange(64, dtype=torch.float32), torch.zeros(64)
+    x, y, idx = torch.arange(64, dtype=torch.float32), torch.zeros(64), torch.arange(64)
     guard = Guard()
     uninstall = guard.install()
     try:
-        guard.ranges = [(t.data_ptr(), t.data_ptr() + 4 * t.numel(), name, 4) for name, t in (("x", x), ("y", y))]
-        copy_rows[(4,)](x, y, 8, BLOCK=16)
-        assert guard.false_hint is None and torch.equal(x, y)
-        copy_rows[(4,)](x, y, 6, BLOCK=16)
-        assert "的值是 6" in guard.false_hint
+        for stride, order, hint in [(8, idx, None), (6, idx, "的值里有 6，"), (8, idx.flip(0), "[63, 62, 61")]:
+            guard.ranges = [(t.data_ptr(), t.data_ptr() + t.element_size() * t.numel(), name, t.element_size())
+                            for name, t in (("x", x), ("y", y), ("idx", order))]
+            guard.false_hint = None
+            copy_rows[(4,)](x, y, order, stride, BLOCK=16)
+            assert (guard.false_hint is None) if hint is None else (hint in guard.false_hint), guard.false_hint
+            assert torch.equal(x[order], y)
     finally:
         uninstall()
+
+
+@pytest.mark.parametrize("key, data, values, verdict", [
+    ("tt.contiguity", [0, 1, 2, 3, 8, 9, 10, 11], [4], None),                # Triton's docstring example
+    ("tt.contiguity", [0, 1, 2, 3, 8, 9, 10, 11], [8], "[0, 1, 2, 3, 8"),    # one group of 8 it is not
+    ("tt.contiguity", [[0, 1, 2, 3], [10, 11, 12, 13]], [1, 4], None),       # along the rows
+    ("tt.contiguity", [[0, 1, 2, 3], [10, 11, 12, 13]], [2, 1], "[0, 10]"),  # down the columns
+    ("tt.contiguity", [i % 100 for i in range(64, 128)], [64], None),        # offs % M of the matmul tutorials
+    ("tt.contiguity", [i if i < 100 else 0 for i in range(64, 128)], [64], None),  # tl.where(offs < M, offs, 0)
+    ("tt.contiguity", [5, 6, 7, 1, 2, 9, 9, 9], [8], "[5, 6, 7, 1, 2, 9"),   # two breaks
+    ("tt.constancy", [0, 0, 0, 0, 1, 1, 1, 1], [4], None),
+    ("tt.constancy", [0, 0, 1, 1, 2, 2, 3, 3], [4], "[0, 0, 1, 1]"),
+    ("tt.divisibility", [64, 65, 66, 0, 0, 0], [64], None),                  # runs start at 64 and 0
+    ("tt.divisibility", [64, 65, 66, 99, 99], [64], "99"),                   # a run starting at 99
+    ("tt.divisibility", [96, 97, 98, 99, 99, 99], [32], None),               # tl.minimum(offs, M - 1): repeats
+    ("tt.divisibility", [0, 3, 6, 9], [3], None),                            # every element a run of its own
+    ("tt.divisibility", [[0, 1], [16, 17], [40, 41]], [1, 16], "40"),         # each row's start
+    ("tt.divisibility", 48, [16], None),
+])
+def test_hint_meaning(key, data, values, verdict):
+    """grader.hints reads each hint as Triton's docstrings define it, with the edge idioms of the matmul tutorials."""
+    import numpy as np
+
+    from grader import hints
+
+    got = hints.violation(key, np.array(data), values)
+    assert (got is None) if verdict is None else (verdict in got), got
+
+
+def test_pointer_hints_are_in_bytes():
+    import numpy as np
+
+    from grader import hints
+
+    base = 1 << 20
+    assert hints.violation("tt.divisibility", np.array([base + 4 * i for i in range(8)], np.uint64), [16], 4) is None
+    assert "字节" in hints.violation("tt.divisibility", np.array([base + 12 * i for i in range(8)], np.uint64), [16], 4)
+    assert hints.violation("tt.contiguity", np.array([base + 2 * i for i in range(8)], np.uint64), [8], 2) is None
+    assert hints.violation("tt.contiguity", np.array([base + 4 * i for i in range(8)], np.uint64), [8], 2)
 
 
 @pytest.mark.parametrize("publish, wait, verdict", [
