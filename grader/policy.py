@@ -12,9 +12,10 @@ everything else is refused, with the line and what to write instead:
   statement is kept);
 - ``@triton.jit`` bodies: Triton only (``tl.*``, ``math.*``, other kernels, constexpr globals,
   ``range``/``min``/``max``/``len``/``print``, and on values only the methods and fields of Triton's
-  language classes: :func:`kernel_attrs`); no comprehensions, no string subscripts; parameter annotations
-  are names (``tl.constexpr``). The replay then compiles each kernel for sm_90 before it runs, every
-  runtime argument left unspecialised, which rejects whatever Python the interpreter alone would have run;
+  language classes: :func:`kernel_attrs`, ``.type`` excepted); no comprehensions, no string subscripts;
+  parameter annotations are ``tl.constexpr`` itself; no global name of Triton's interpreter module
+  (:func:`interpreter_names`). The replay then compiles each kernel for sm_90 before it runs, every runtime
+  argument left unspecialised, which rejects whatever Python the interpreter alone would have run;
 - everywhere: a path under ``tl`` goes only through Triton's language modules to what they define (functions,
   kernels, classes, dtypes: ``tl.core.builtins`` and ``tl.extra.modules``, which is ``sys.modules``, are refused),
   and a module is only ever the root of an attribute path (``T = torch`` would carry the checks away with it).

@@ -150,7 +150,24 @@ CLAIMS = {
     and _fill(c, "v") == "near_100" and _dim(c, "a", 1) >= 32,
     ("ex10_layernorm_backward", "F16BIG"): lambda c, blk: c.dtype == "float16" and _fill(c, "x") == "offset"
     and _dim(c, "x", 1) * 1000 > 65504,
+    # more rows (batches, partial sums) than the program counts a persistent kernel takes, and no multiple of them
+    **{(ex, const): (lambda t: lambda c, blk: _past_program_counts(_dim(c, t, 0)))(t)
+       for ex, const, t in (("ex02_softmax", "MANY_ROWS", "x"), ("ex05_layernorm", "MANY_ROWS", "x"),
+                            ("dr08_cumsum", "MANY_ROWS", "x"), ("dr07_batched_dot", "MANY_BATCHES", "a"))},
+    ("ex10_layernorm_backward", "G_LARGE"): lambda c, blk: c.scalars["G"] == 300 and _dim(c, "x", 0) >= 300,
+    ("ex10_layernorm_backward", "WIDE_ROW"): lambda c, blk: _dim(c, "x", 1) == 5000,
+    ("ex05_layernorm", "FIRST_FAR"): lambda c, blk: getattr(_fill(c, "x"), "__name__", "") == "_first_far",
+    # row tiles past GROUP_M 4 and 8 and no multiple of them, for BLOCK_M 32 and 64 (the text's counts); more than
+    # one column tile
+    ("ex03_matmul", "GROUPS"): lambda c, blk: _dim(c, "a", 0) == 1100 and _dim(c, "b", 1) > 128 and all(
+        -(-_dim(c, "a", 0) // bm) > g and -(-_dim(c, "a", 0) // bm) % g for bm in (32, 64) for g in (4, 8)),
 }
+
+
+def _past_program_counts(rows: int) -> bool:
+    """More than 4 x 132 (the default grid of a persistent kernel on an H100 or H200) and a multiple of none of the
+    counts a learner might take: 108 (A100), 132, 264, 528."""
+    return rows > 528 and all(rows % p for p in (108, 132, 264, 528))
 
 
 @pytest.mark.parametrize("ex_id, const", sorted(CLAIMS), ids=lambda v: str(v))

@@ -19,6 +19,7 @@
 #
 # - 结果由你的 Triton kernel 算出来并写进 `out`；`torch.bmm`、`@`、`torch.matmul` 记 0 分。
 # - 测试的 `M`、`N`、`K` 从 1 到 64 都有（包括 17、33 这种刚过 2 的幂的和 63 这种差一点到的）；float32 和 float16，累加用 float32。
+#   批次数 `B` 也可能是 533（比 GPU 上常用的 program 数多）。
 # - `a`、`b`、`out` 不一定连续：批次之间、行之间可能有空隙，`a` 或 `b` 也可能是最后两维交换过的视图
 #   （`.transpose(1, 2)`），或是别的 stride（例如最后一维隔一个取）。9 个 stride 都要用上。
 # - float16 的乘积和部分和可能超过 float16 的最大值 65504（最后的结果却不大）：`tl.dot` 用默认的 float32 输出。
@@ -104,6 +105,10 @@ CANCEL = ("float16 输入，a 的前一半列约 +100、后一半约 -100，b �
 TAG = {"padded": "有空隙", "transposed": "是转置视图", "transposed_padded": "是有空隙的矩阵的转置", "step2": "最后一维隔一个取"}
 
 
+MANY_BATCHES = ("533 个批次，比 GPU 上常用的 program 数（132、4 × 132 = 528）多，也不是它们的整数倍：grid 就是 (B,)，"
+                "每个批次一个 program；持久化写法也要让每个批次都有 program 处理（按 b += tl.num_programs(0) 循环）。")
+
+
 def cases(device, rng):
     def one(bs, m, n, k, dt, hint=TAIL, a="contig", b="contig", out="contig", fills=("randn", "randn"), **kw):
         tags = "".join(f" {name} {TAG[lay]}" for name, lay in (("a", a), ("b", b), ("out", out)) if lay != "contig")
@@ -117,7 +122,8 @@ def cases(device, rng):
           one(5, 64, 40, 63, "float32", BLOCKS, public=True), one(3, 20, 24, 33, "float16", public=True),
           one(3, 20, 24, 17, "float32", STRIDE, a="transposed", b="padded", public=True),
           one(4, 24, 20, 30, "float16", STRIDE, b="transposed", out="padded"), one(3, 5, 7, 5, "float16", SMALL_K),
-          one(2, 9, 12, 40, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL)]
+          one(2, 9, 12, 40, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL),
+          one(533, 2, 3, 2, "float32", MANY_BATCHES)]
     cs += [one(rng.randint(9, 20), *sizes(rng, 33, 64, 3), "float32", BLOCKS, hidden=True),
            one(rng.randint(5, 12), *sizes(rng, 2, 31, 3), "float32", TAIL, hidden=True),
            one(rng.randint(5, 12), *sizes(rng, 17, 64, 3), "float16", TAIL, hidden=True),

@@ -15,7 +15,7 @@
 # **规则**（评分器会检查）
 #
 # - 结果由你的 Triton kernel 算出来并写进 `out`；`torch.cumsum` 记 0 分。
-# - `N` 可能比 `BLOCK` 大很多；float16 输入用 float32 累加。测试也会传入别的 `BLOCK`（比如 32）。
+# - `N` 可能比 `BLOCK` 大很多；float16 输入用 float32 累加。测试也会传入别的 `BLOCK`（比如 32）。行数 `M` 也可能是 533（比 GPU 上常用的 program 数多）。
 # - `out` 也可能行间有空隙（`out.stride(0) > N`，`out.stride(1) == 1`）：写第 `row` 行用 `row * out.stride(0)`。
 # - 一个 program 不能假定另一个 program 已经跑完，除非真的等到了它写的标志（见下面的提示）：不经原子操作就读别的 program
 #   在同一次 launch 里写的元素，评分器直接报数据竞争。用了原子操作（标志、取号、累加）时，评分器还会让 grid 里的 program
@@ -100,6 +100,10 @@ LONG = "float16 的长行（2 万列）：carry 要一直用 float32 累加，�
 BLOCK = "换了 BLOCK：循环的步长和每次读的元素个数都是参数 BLOCK，不要写死 128。"
 
 
+MANY_ROWS = ("533 行，比 GPU 上常用的 program 数（132、4 × 132 = 528）多，也不是它们的整数倍：每一行都要有 program 处理。"
+             "持久化写法里每个 program 按 row += tl.num_programs(0) 循环，或者处理 cdiv(行数, program 数) 行，不能向下取整。")
+
+
 def cases(device, rng):
     def one(m, n, dt, layout="contig", hint=TAIL, out="contig", block=None, **kw):
         tag = " 行间有空隙" if layout == "padded" else ""
@@ -114,7 +118,7 @@ def cases(device, rng):
           one(5, 300, "float32", hint=CARRY), one(6, 200, "float32", "padded", STRIDE, public=True),
           one(3, 100, "float16", public=True),
           one(4, 300, "float32", hint=OUT, out="padded", public=True), one(3, 100, "float32", "padded", BLOCK, block=32),
-          one(2, 20_000, "float16", hint=LONG)]
+          one(2, 20_000, "float16", hint=LONG), one(533, 5, "float32", hint=MANY_ROWS)]
     cs += [one(rng.randint(2, 6), n, "float32", hint=CARRY, hidden=True) for n in near_multiples(rng, (128, 256, 1024), 2, (1, 2), above=128)]
     cs += [one(rng.randint(3, 8), *sizes(rng, 300, 1500, 1), "float32", "padded", STRIDE, hidden=True),
            one(rng.randint(2, 5), *sizes(rng, 200, 800, 1), "float16", hint=CARRY, hidden=True)]

@@ -17,7 +17,7 @@
 # - float16 输入也要支持：在 kernel 里先转成 float32 再算（`x.to(tl.float32)`），存回时 `tl.store` 会按 `out` 的类型转换。
 # - 列数最多 8192。评分器会测：列数 1、质数、127/129、781、4096 以上（GPU 上还有 1000 列的 bfloat16），以及数值很大的输入（约 ±150）、
 #   每行整体平移不同大数（-400 到 400）的输入、每行都在 -2e4 到 -2e12 之间的输入、沿行从 0 增大到约 400 的宽行，
-#   以及含 -inf 的行（被遮住的位置，可能连着一千多列；每行至少有一个有限值）。
+#   以及含 -inf 的行（被遮住的位置，可能连着一千多列；每行至少有一个有限值）。行数也可能是 533（比 GPU 上常用的 program 数多）。
 # %% id=ex02-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -104,6 +104,10 @@ OSTRIDE = ("这个测试的 out 是行间有空隙的视图（out.stride(0) > n_
            "row * out.stride(0)，不要用 row * n_cols 或 row * x.stride(0)。")
 
 
+MANY_ROWS = ("533 行，比 GPU 上常用的 program 数（132、4 × 132 = 528）多，也不是它们的整数倍：每一行都要有 program 处理。"
+             "持久化写法里每个 program 按 row += tl.num_programs(0) 循环，或者处理 cdiv(行数, program 数) 行，不能向下取整。")
+
+
 def cases(device, rng):
     def one(m, n, dt, fill="randn", hint=None, layout="contig", out_layout="contig", **kw):
         hint = (TAIL if n & (n - 1) else "") if hint is None else hint  # TAIL is about a width that is no power of 2
@@ -132,6 +136,7 @@ def cases(device, rng):
     cs += [one(rng.randint(6, 12), n, "float16", "row_offsets", ROWS, hidden=True) for n in sizes(rng, 50, 400)]
     cs += [one(rng.randint(2, 3), n, "float32", hint=VERY_WIDE, hidden=True) for n in sizes(rng, 4097, 8192)]
     cs += [one(2, 8192, "float32", hint=VERY_WIDE)]  # the widest row allowed: a multiple of every chunk width up to it
+    cs += [one(533, 16, "float32", hint=MANY_ROWS)]
     cs += [one(rng.randint(2, 6), n, "float32", "far_negative", FAR, hidden=True)
            for n in sizes(rng, 30, 600, avoid=tuple(1 << i for i in range(10)))]
     cs += [one(rng.randint(2, 4), n, "float32", "ramp", RAMP, hidden=True) for n in sizes(rng, 1025, 3000)]

@@ -18,7 +18,7 @@
 #   `base[:, ::2]`）；`out` 也可能是行间有空隙的视图或转置视图。`a`、`b`、`out` 都用 `.stride()`，不要按布局猜。
 # - float16 的乘积和沿 K 的部分和可能超过 float16 的最大值 65504（最后的结果却不大）：`acc` 用 float32。
 # - 测试会传入不同的 `BLOCK_M`、`BLOCK_N`、`BLOCK_K`（例如 `BLOCK_M=64, BLOCK_N=16, BLOCK_K=32`），三者不一定相等。
-# - 形状包括 1x1x1、质数、33x31x65（块大小 ±1）、100x60x130 和每次重新抽取的隐藏形状；float32 和 float16（GPU 上还有 bfloat16）。
+# - 形状包括 1x1x1、质数、33x31x65（块大小 ±1）、100x60x130、M=1100 和每次重新抽取的隐藏形状；float32 和 float16（GPU 上还有 bfloat16）。
 # %% id=ex03-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -137,6 +137,11 @@ CANCEL = ("float16 输入，a 的前一半列约 +100、后一半约 -100，b �
           "（不要写 out_dtype=tl.float16，acc 也不要是 float16）。")
 
 
+GROUPS = ("M=1100、N=140：行方向的 tile 数（BLOCK_M=32 时 35 个，64 时 18 个）比常用的 GROUP_M（4、8）多，又不是它的整数倍，"
+          "列方向也不止一个 tile。"
+          "按组排 tile 时最后一组不满：group_size_m = min(num_pid_m - first_pid_m, GROUP_M)，不能是 min(num_pid_m, GROUP_M)。")
+
+
 def cases(device, rng):
     def one(m, n, k, dt, a_layout="contig", b_layout="contig", hint=TAIL, fill="randn", out_layout="contig", blocks=None,
             **kw):
@@ -164,7 +169,8 @@ def cases(device, rng):
           one(50, 30, 45, "float32", a_layout="transposed", hint=ASTRIDE),
           one(40, 30, 50, "float32", out_layout="padded", hint=OSTRIDE),
           one(30, 40, 35, "float16", out_layout="transposed", hint=OSTRIDE),
-          one(20, 24, 96, "float16", fill=("halves", "near_100"), hint=CANCEL, tol=HALVES_TOL)]
+          one(20, 24, 96, "float16", fill=("halves", "near_100"), hint=CANCEL, tol=HALVES_TOL),
+          one(1100, 140, 40, "float32", hint=GROUPS)]
     m, n = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(m, n, k, "float32", hint=KLOOP, hidden=True) for k in sizes(rng, 300, 700)]
     cs += [one(*sizes(rng, 65, 200, 2), sizes(rng, 257, 600)[0], "float32", b_layout="transposed", hint=STRIDE,

@@ -12,7 +12,8 @@
 # **规则**：结果由 Triton kernel 算（`torch.nn.functional.layer_norm`、`torch.mean`、`torch.var` 记 0 分）；
 # 写进 `out` 并返回；不修改输入。列数最多 8192。测试包括列数 1、7、127、129、781、1000、4096 以上，float16，以及每行均值约 1000 的输入
 #（也有几千列的宽行）
-#（float32 和 float16）和每行均值各不相同（-400 到 400）的输入；`eps` 每个测试可能不同；`out` 可能是行间有空隙的视图（用 `out.stride(0)`）。
+#（float32 和 float16）和每行均值各不相同（-400 到 400）的输入、每行第一列是 3e4 的输入；`eps` 每个测试可能不同；`out` 可能是行间有空隙的视图
+#（用 `out.stride(0)`）。行数也可能是 533（比 GPU 上常用的 program 数多）。
 # %% id=ex05-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表
@@ -106,13 +107,26 @@ def small(scale):  # rows whose variance is about scale**2: comparable to eps
     return lambda g, shape: scale * torch.randn(shape, generator=g, dtype=torch.float64)
 
 
+MANY_ROWS = ("533 行，比 GPU 上常用的 program 数（132、4 × 132 = 528）多，也不是它们的整数倍：每一行都要有 program 处理。"
+             "持久化写法里每个 program 按 row += tl.num_programs(0) 循环，或者处理 cdiv(行数, program 数) 行，不能向下取整。")
+FIRST_FAR = ("每行第一列是 3e4，其余是标准正态的随机数（约 ±1）：方差要先减均值再平方。用某个元素（比如第一列）平移的一遍公式 "
+             "E[(x - x0)^2] - E[x - x0]^2 在这个元素离群时同样相消，丢掉精度。")
+
+
+def _first_far(g, shape):
+    """randn with 3e4 in each row's first column: a one-pass variance shifted by x[0] cancels there."""
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    x[:, 0] = 3e4
+    return x
+
+
 def cases(device, rng):
     def one(m, n, dt, fill="randn", hint=None, layout="contig", eps=1e-5, out_layout="contig", **kw):
         hint = (TAIL if n & (n - 1) else "") if hint is None else hint  # TAIL is about a width that is no power of 2
         tag = (" 均值很大" if fill == "offset" else "") + (" 每行均值不同" if fill == "row_offsets" else "") + \
             (" 行间有空隙" if layout == "padded" else "") + \
             (f" eps={eps:g}" if eps not in (1e-5, None) else "") + (" 不传 eps" if eps is None else "") + \
-            (" out 行间有空隙" if out_layout == "padded" else "")
+            (" out 行间有空隙" if out_layout == "padded" else "") + (" 首列 3e4" if fill is _first_far else "")
         # fp32 itself holds 1000 + x only to ~6e-5: the stable formula is that close, E[x^2] - E[x]^2 is far off
         tol = (1e-3, 1e-3) if fill in ("offset", "row_offsets") and dt == "float32" else None
         return Case(f"({m}, {n}) {dt}{tag}", dt,
@@ -134,6 +148,7 @@ def cases(device, rng):
     cs += [one(rng.randint(2, 6), n, "float32", "offset", BIG, layout="padded", hidden=True) for n in sizes(rng, 200, 1500)]
     cs += [one(rng.randint(2, 3), n, "float32", hint=VERY_WIDE, hidden=True) for n in sizes(rng, 4097, 8192)]
     cs += [one(2, 8192, "float32", hint=VERY_WIDE)]  # the widest row allowed: a multiple of every chunk width up to it
+    cs += [one(533, 16, "float32", hint=MANY_ROWS), one(3, 8192, "float32", _first_far, FIRST_FAR)]
     cs += [one(rng.randint(2, 4), n, "float32", "offset", BIG + " " + WIDE, hidden=True) for n in sizes(rng, 2049, 6000)]
     cs += [one(rng.randint(2, 6), n, "float16", hidden=True) for n in near_multiples(rng, (64, 128, 256), 1)]
     cs += [one(rng.randint(6, 12), n, "float32", "row_offsets", ROWS, hidden=True) for n in sizes(rng, 100, 800)]

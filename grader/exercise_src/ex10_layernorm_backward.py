@@ -15,10 +15,10 @@
 # （也可以用 `tl.atomic_add`，但要加到 fp32 缓冲里再转换，fp16 的原子加误差太大。）
 # `G` 是 program 数：`G=None` 时自己选（GPU 上每个 SM 几个 program，像第 10 章那样取 `min(M, 4 * SM 数)`，H200 有 132 个 SM；
 # G 比 SM 数少时有的 SM 闲着）；测试也会传入 `G`，可能比
-# `sum_partials_kernel` 一次读的 `BLOCK_G` 行多（比如 20），也可能比行数 `M` 还多（有的 program 一行也分不到）。
+# `sum_partials_kernel` 一次读的 `BLOCK_G` 行多（比如 20，也有 300），也可能比行数 `M` 还多（有的 program 一行也分不到）。
 #
 # **规则**：结果由 Triton kernel 算（`torch.autograd`、`layer_norm`、`torch.sum`、`torch.mean` 等记 0 分）。
-# 测试包括 1 列、7 列、非 2 的幂的列数、几百行、float16（dw、db 的部分和可能超过 2048）、每行均值很大的输入（float32 和 float16）、不同的 `eps`；
+# 测试包括 1 列、7 列、非 2 的幂的列数、5000 列、几百行、float16（dw、db 的部分和可能超过 2048）、每行均值很大的输入（float32 和 float16）、不同的 `eps`；
 # `x`、`dy` 的行之间可能有空隙，`dx` 也可能是行间有空隙的视图（行的起点都用各自的 `stride(0)`）。
 # %% id=ex10-setup role=setup
 import tcourse
@@ -139,6 +139,10 @@ EPS_DEFAULT = ("这个测试不传 eps，x 很小（方差约 1e-6），eps 起�
 
 FP16_ROWS = ("float16 输入，dy 的第一行约 2100、其余行在 0.5 到 1 之间：float16 的和过了 2048 以后，再加一个小于 1 的数"
              "就被舍入掉了。dw、db 的部分和要在 float32 里累加（tl.zeros(..., dtype=tl.float32)），最后再转回 float16。")
+G_LARGE = ("这个测试传入 G=300（GPU 上默认取 4 × 132 = 528 这么多）：部分和缓冲有 300 行。归约 kernel 要沿 G 循环"
+           "（for g0 in range(0, G, BLOCK_G)），一次读进固定的 64 行、128 行或 256 行都不够。")
+WIDE_ROW = ("一行 5000 列，比 4096 宽：按列分块处理时，每一块都用这一块自己的列下标（cols = c0 + tl.arange(0, BLOCK)）"
+            "读 x、w、dy 和写 dx，不要在某一块里误用第一块的下标。")
 G_ABOVE_M = ("这个测试传入的 G 比行数 M 还多：有的 program 一行也分不到，它那一行部分和也要写（写 0）："
              "部分和在行循环之外、循环结束后 store，不要只在循环里写。")
 
@@ -179,7 +183,8 @@ def cases(device, rng):
           one(10, 70, "float32", EPS, _small, eps=1e-3), one(12, 50, "float32", STRIDES, dy_layout="padded"),
           one(9, 60, "float32", STRIDES, layout="padded", dx_layout="padded"), one(40, 40, "float32", GROUPS, G=20),
           one(10, 24, "float32", G_ABOVE_M, G=16), one(100, 64, "float32", GROUPS_40, G=40),
-          one(10, 70, "float32", EPS_DEFAULT, _small, eps=None)]
+          one(10, 70, "float32", EPS_DEFAULT, _small, eps=None), one(310, 8, "float32", G_LARGE, G=300),
+          one(3, 5000, "float32", WIDE_ROW)]
     cs += [one(m, n, "float32", ROWS, hidden=True) for m, n in zip(sizes(rng, 70, 200, 2), sizes(rng, 50, 500, 2))]
     cs += [one(rng.randint(20, 60), n, "float32", TAIL, hidden=True) for n in near_multiples(rng, (128, 256, 512), 2, offsets=(-1, 1))]
     cs += [one(rng.randint(10, 40), sizes(rng, 100, 600)[0], "float32", STRIDE, layout="padded", hidden=True),
