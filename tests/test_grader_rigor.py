@@ -607,12 +607,13 @@ def test_a_wait_nothing_can_end_stops_at_once_in_order(monkeypatch):
         assert run(-1) is None and flags.tolist() == [1, 1, 1, 1]
         assert f"program (2, 0, 0) 连续 {spin.ENDLESS} 次读同样的位置（flags[1]）" in run(1)
         # the replay fills the masked-off neighbour with the largest int32: the sum is never 1, and the message says why
-        assert f"program (1, 0, 0) 连续 {spin.ENDLESS} 次读同样的位置（flags[0]），读到的一直是 [1, 2147483647]（其中有 mask " \
-               "关掉、又没给 other= 的元素" in run(-1, masked=True)
+        # (tl.atomic_load came with Triton 3.9)
+        assert not hasattr(tl, "atomic_load") or f"program (1, 0, 0) 连续 {spin.ENDLESS} 次读同样的位置（flags[0]），读到的" \
+               "一直是 [1, 2147483647]（其中有 mask 关掉、又没给 other= 的元素" in run(-1, masked=True)
     finally:
         uninstall()
     with spin.watch(lambda addr: "flags"):
-        assert run(-1) is None and run(-1, masked=True) is None  # the interpreter reads 0 there
+        assert run(-1) is None and (not hasattr(tl, "atomic_load") or run(-1, masked=True) is None)  # the interpreter reads 0
         assert f"program (2, 0, 0) 连续 {spin.ENDLESS} 次读同样的位置（flags）" in run(1)
 
 

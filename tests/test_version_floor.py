@@ -50,3 +50,15 @@ def test_chapter_runs_on_the_floor(floor_env, chapter):
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"triton  {FLOOR['triton']}" in r.stdout and f"numpy   {FLOOR['numpy']}" in r.stdout
     assert "不在测试过的版本范围" not in r.stdout
+
+
+def test_the_replays_checks_run_on_the_floor(floor_env):
+    """The replay watches the interpreter by patching its builder (grader.replay.Guard), whose methods change between
+    Triton versions: 3.6's create_masked_load takes an eviction policy that 3.9's does not, and every case of every
+    CPU grade failed on 3.6 with a TypeError (found on an H100 node, 2026-12-07). The Guard's own tests, on the floor."""
+    tests = ("interleaved_launch or steered_launch or reversed_launch or wait_nothing or leaves_nothing_patched "
+             "or look_back_chain or hints_are_checked or release_and_acquire or int_argument_of_1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_grader_rigor.py",
+                        "-k", tests], capture_output=True, text=True, env=floor_env, cwd=ROOT, timeout=600)
+    assert r.returncode == 0 and " passed" in r.stdout, r.stdout[-4000:]
+
