@@ -155,9 +155,9 @@ class Guard:
             bad = np.nan if np.issubdtype(dtype, np.floating) else True if dtype == np.bool_ else np.iinfo(dtype).max
             return I.TensorHandle(np.full(ptrs.data.shape, bad, dtype=dtype), ptrs.get_element_ty())
 
-        def masked_load(ptrs, mask, other=None, *rest):  # rest: (cache, is_volatile) in Triton 3.9; 3.6 has
-            # (cache, eviction, is_volatile)
-            is_volatile = bool(rest[-1]) if rest else False
+        def masked_load(ptrs, mask, other=None, *rest, **kw):  # rest: (cache, is_volatile) in Triton 3.9; 3.6 has
+            # (cache, eviction, is_volatile); a tensor descriptor's load names them
+            is_volatile = bool(kw.get("is_volatile", rest[-1] if rest else False))
             hot = shared(ptrs, mask)
             step()
             atomic = atomic_now()
@@ -176,7 +176,7 @@ class Guard:
                     on = self.addresses(ptrs, mask)
                     on = on if on.size else self.addresses(ptrs, None)  # a scalar's one lane is the masked-off one
                     self.unfilled = self.tensor_near(int(on[0]))
-            result = seen("aload" if atomic else "load", ptrs, load(ptrs, mask, other, *rest), poisoned)
+            result = seen("aload" if atomic else "load", ptrs, load(ptrs, mask, other, *rest, **kw), poisoned)
             touched(hot, True, False)
             return result
 

@@ -200,9 +200,139 @@ def setup(quiet: bool = False) -> Runtime:
 
 
 def prepare_interpreter() -> None:
-    """What the course changes in Triton's interpreter, in the learner's notebook and in the grader's replay alike."""
+    """What the course changes in Triton's interpreter, in the learner's notebook and in the grader's replay alike:
+    one speed-up, and the places where the interpreter computed something other than a GPU build of the same kernel
+    (each found by writing a kernel that takes one branch on a CPU and the other on a GPU, 2026-12-07)."""
     skip_discarded_overflow_checks()
     round_float16_accumulators_along_k()
+    block_truth_is_an_error()
+    scalar_arguments_typed_as_on_a_gpu()
+    float_to_int_casts_saturate()
+    bfloat16_arithmetic_rounds_from_float32()
+
+
+def block_truth_is_an_error() -> bool:
+    """``bool()`` of a block raises, as compiling ``if block:`` does; True if done.
+
+    The interpreter calls every block true, so ``mask_a and mask_b`` gave ``mask_b`` and ``max(x, y)`` gave ``y``,
+    where a GPU build takes ``and``/``or``/``not`` and Python's ``min``/``max`` element by element. A kernel that
+    relied on either was right on one and wrong on the other. A one-element tensor keeps its truth value, and so
+    does a block where Triton's own code asks (it means "was given" there).
+    """
+    from triton.runtime import interpreter
+
+    patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch_tensor is None or getattr(patch_tensor, "strict_truth", False):
+        return patch_tensor is not None
+
+    import os
+    import sys
+
+    import triton
+
+    own = os.path.dirname(triton.__file__) + os.sep
+
+    def truth(self):
+        data = self.handle.data
+        # Triton's own code asks for a block's truth where it means "given" (``other.handle if other else None``)
+        if data.size != 1 and not sys._getframe(1).f_code.co_filename.startswith(own):
+            raise TypeError(f"一个块（形状 {list(data.shape)}）没有真假值：块上的与、或、非写 &、|、~（不要用 and、or、not），"
+                            "逐元素取较大、较小写 tl.maximum、tl.minimum（不要用 max、min），选值写 tl.where")
+        return bool(data.reshape(())) if data.size == 1 else True
+
+    def patch_with_strict_truth(tensor, scope):
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__bool__", truth)
+
+    patch_with_strict_truth.strict_truth = True
+    interpreter._patch_lang_tensor = patch_with_strict_truth
+    return True
+
+
+def scalar_arguments_typed_as_on_a_gpu() -> bool:
+    """A float argument is a float32 scalar and an int in [2^31, 2^32) an int64, as a GPU launch types them; True if
+    done. The interpreter kept the float as Python's (a float64, and weakly typed: ``a * x`` stayed float16 for a
+    float16 ``x``, where a GPU computes it in float32) and stored the int as uint32 under an int64 type (``n + n``
+    wrapped)."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    convert = getattr(interpreter, "_implicit_cvt", None)
+    if convert is None or getattr(convert, "gpu_typed", False):
+        return convert is not None
+
+    def as_on_a_gpu(arg):
+        if isinstance(arg, float):
+            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
+        if isinstance(arg, int) and not isinstance(arg, bool) and 2**31 <= arg < 2**32:
+            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.int64), tl.int64), tl.int64)
+        return convert(arg)
+
+    as_on_a_gpu.gpu_typed = True
+    interpreter._implicit_cvt = as_on_a_gpu
+    return True
+
+
+def float_to_int_casts_saturate() -> bool:
+    """A float cast to an integer type saturates at the type's range and NaN becomes 0, as the GPU's ``cvt.rzi``
+    does; True if done. NumPy's cast gave the type's smallest value for anything out of range."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    cast = getattr(builder, "cast_impl", None)
+    if cast is None or getattr(cast, "saturates", False):
+        return cast is not None
+
+    def saturating_cast(self, src, dst_type):
+        dst = dst_type.scalar
+        if not (np.issubdtype(src.data.dtype, np.floating) and dst.is_int() and not dst.is_bool()):
+            return cast(self, src, dst_type)
+        np_dst = interpreter._get_np_dtype(dst)
+        info, x = np.iinfo(np_dst), np.nan_to_num(src.data.astype(np.float64), nan=0.0)
+        # the ends by comparison: float64 rounds 2^63 - 1 up to 2^63, which a cast would wrap
+        out = np.where(x >= float(info.max), info.max, np.where(x <= float(info.min), info.min, 0)).astype(np_dst)
+        inside = (x > float(info.min)) & (x < float(info.max))
+        out[inside] = x[inside].astype(np_dst)
+        return interpreter.TensorHandle(out, dst)
+
+    saturating_cast.saturates = True
+    builder.cast_impl = saturating_cast
+    return True
+
+
+def bfloat16_arithmetic_rounds_from_float32() -> bool:
+    """Arithmetic on bfloat16 works on the values, computed in float32 and rounded back to bfloat16 (what a GPU's
+    bfloat16 instructions give); True if done. The interpreter stores bfloat16 as its 16 bits in a uint16 and added
+    those: 1.5 + 1.5 was inf."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "InterpreterBuilder", None)
+    binary = getattr(builder, "binary_op", None)
+    if binary is None or getattr(binary, "bf16_values", False):
+        return binary is not None
+
+    def in_float32(h):
+        if h.dtype.scalar != tl.bfloat16:
+            return h
+        return interpreter.TensorHandle(interpreter._convert_float(h.data, tl.bfloat16, tl.float32, None)
+                                        .view(np.float32), tl.float32)
+
+    def binary_on_values(self, lhs, rhs, op):
+        if tl.bfloat16 not in (lhs.dtype.scalar, rhs.dtype.scalar):
+            return binary(self, lhs, rhs, op)
+        out = binary(self, in_float32(lhs), in_float32(rhs), op)
+        if out.dtype.scalar != tl.float32:  # a comparison: its booleans
+            return out
+        return interpreter.TensorHandle(interpreter._convert_float(out.data.astype(np.float32), tl.float32,
+                                                                   tl.bfloat16, None).view(np.uint16), tl.bfloat16)
+
+    binary_on_values.bf16_values = True
+    builder.binary_op = binary_on_values
+    return True
 
 
 MMA_K = 16  # the products one MMA step adds into its accumulator (float16 and bfloat16 operands, Ampere and Hopper)
