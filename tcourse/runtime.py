@@ -212,7 +212,8 @@ def prepare_interpreter() -> None:
 
 
 def block_truth_is_an_error() -> bool:
-    """``bool()`` of a block raises, as compiling ``if block:`` does; True if done.
+    """``bool()`` of a block raises, as compiling ``if block:`` does; True if done. (A one-element tensor's
+    ``__index__`` is set here too, for Triton 3.6 with NumPy 2.5.)
 
     The interpreter calls every block true, so ``mask_a and mask_b`` gave ``mask_b`` and ``max(x, y)`` gave ``y``,
     where a GPU build takes ``and``/``or``/``not`` and Python's ``min``/``max`` element by element. A kernel that
@@ -243,6 +244,9 @@ def block_truth_is_an_error() -> bool:
     def patch_with_strict_truth(tensor, scope):
         patch_tensor(tensor, scope)
         scope.set_attr(tensor, "__bool__", truth)
+        # a loop bound or an index: Triton 3.6 took int() of the one-element array, which NumPy 2.5 refuses
+        # (every kernel with a range() loop failed on Triton 3.6 with NumPy 2.5, the GPU node's pair)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(())))
 
     patch_with_strict_truth.strict_truth = True
     interpreter._patch_lang_tensor = patch_with_strict_truth
