@@ -970,7 +970,7 @@ def main(root: str, device: str) -> int:
     if device != "cuda":
         from tcourse.runtime import prepare_interpreter
 
-        prepare_interpreter()  # as the learner's notebook does in tcourse.setup()
+        prepare_interpreter(grading=True)  # as the learner's notebook does in tcourse.setup(), bfloat16 too
     plan = json.loads((rootp / "replay" / "plan.json").read_text(encoding="utf-8"))
     out = rootp / "replay" / "out"
     out.mkdir(exist_ok=True)

@@ -156,13 +156,6 @@ def known_bad(mode: str, v: dict[str, str], interpreter_after_import: bool) -> l
         )
     if mode == "cpu":
         out.append("解释器下的 bf16 结果是错的且不报错（tl.dot 和逐元素运算都是）：本课的 bf16 单元只在 GPU 上运行。")
-        tri, npv = versions.parse(v.get("triton", "0")), versions.parse(v.get("numpy", "0"))
-        if tri < versions.parse("3.8") and npv >= versions.parse("2.4"):
-            out.append(
-                f"triton {v['triton']} 的解释器配 numpy {v['numpy']}（>= 2.4）时，上界是张量的循环"
-                "（`for k in range(0, tl.cdiv(K, BLOCK_K))`）抛 TypeError（实测 3.6.0 出错，3.8.0 和 3.9.0 正常）。"
-                "请用 numpy<2.4，或 triton>=3.8。"
-            )
     return out
 
 
@@ -199,16 +192,19 @@ def setup(quiet: bool = False) -> Runtime:
     return rt
 
 
-def prepare_interpreter() -> None:
+def prepare_interpreter(grading: bool = False) -> None:
     """What the course changes in Triton's interpreter, in the learner's notebook and in the grader's replay alike:
     one speed-up, and the places where the interpreter computed something other than a GPU build of the same kernel
-    (each found by writing a kernel that takes one branch on a CPU and the other on a GPU, 2026-12-07)."""
+    (each found by writing a kernel that takes one branch on a CPU and the other on a GPU, 2026-12-07). ``grading``
+    (the replay): bfloat16 arithmetic on values too; chapter 0 shows learners that the interpreter's bfloat16 is not
+    to be trusted, and the course runs bfloat16 only on a GPU."""
     skip_discarded_overflow_checks()
     round_float16_accumulators_along_k()
     block_truth_is_an_error()
     scalar_arguments_typed_as_on_a_gpu()
     float_to_int_casts_saturate()
-    bfloat16_arithmetic_rounds_from_float32()
+    if grading:
+        bfloat16_arithmetic_rounds_from_float32()
 
 
 def block_truth_is_an_error() -> bool:

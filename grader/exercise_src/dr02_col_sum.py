@@ -107,7 +107,8 @@ def cases(device, rng):
           one(65, 70, "float32", "padded", STRIDE, public=True), one(50, 40, "float32", "transposed", STRIDE),
           one(70, 20, "float16", hint=LOOP, public=True),
           one(60, 70, "float32", hint=BLOCKS, blocks=(64, 16), public=True),
-          one(100, 90, "float32", "transposed", BLOCKS, blocks=(16, 64)), one(128, 40, "float16", hint=CANCEL, fill="row_halves")]
+          one(100, 90, "float32", "transposed", BLOCKS, blocks=(16, 64)), one(128, 40, "float16", hint=CANCEL, fill="row_halves"),
+          one(2048, 40, "float16", hint=CANCEL, fill="row_halves")]
     m, n = near_multiples(rng, (64, 128, 256), 2, (1, 3))
     cs += [one(m, n, "float32", hint=LOOP, hidden=True),
            one(*sizes(rng, 300, 900, 1), *sizes(rng, 33, 90, 1), "float32", "transposed", STRIDE, hidden=True),

@@ -170,6 +170,7 @@ def cases(device, rng):
           one(40, 30, 50, "float32", out_layout="padded", hint=OSTRIDE),
           one(30, 40, 35, "float16", out_layout="transposed", hint=OSTRIDE),
           one(20, 24, 96, "float16", fill=("halves", "near_100"), hint=CANCEL, tol=HALVES_TOL),
+          one(32, 32, 1024, "float16", fill=("halves", "near_100"), hint=CANCEL, tol=HALVES_TOL),  # few tiles, long K
           one(1100, 140, 40, "float32", hint=GROUPS)]
     m, n = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(m, n, k, "float32", hint=KLOOP, hidden=True) for k in sizes(rng, 300, 700)]

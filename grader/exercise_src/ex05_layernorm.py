@@ -142,7 +142,7 @@ def cases(device, rng):
           one(4, 100, "float32", small(0.03), EPS, eps=1e-3, public=True),
           one(4, 100, "float32", small(0.003), EPS_DEFAULT, eps=None),
           one(5, 90, "float32", hint=OSTRIDE, out_layout="padded"),
-          one(4, 128, "float16", "offset", F16BIG)]
+          one(4, 128, "float16", "offset", F16BIG), one(2, 8192, "float16", "offset", F16BIG)]
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in sizes(rng, 1025, 3000)]
     cs += [one(rng.randint(2, 5), n, "float32", hint=WIDE, hidden=True) for n in near_multiples(rng, (1024, 2048), 1, (1, 2), above=1024)]
     cs += [one(rng.randint(2, 6), n, "float32", "offset", BIG, layout="padded", hidden=True) for n in sizes(rng, 200, 1500)]

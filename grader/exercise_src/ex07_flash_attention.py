@@ -170,6 +170,9 @@ def cases(device, rng):
           one(1, 2, 40, 32, "float32", False, hint=SCALE, extra={"sm_scale": 0.5}),
           one(1, 1, 20, 16, "float32", False, _neg_q, NEG, k_fill=_pos_k),
           one(1, 1, 20, 64, "float32", True, _far_q, FAR, k_fill=_far_k),
+          # the same scores past one block: a kernel may take another path (online softmax) for longer S
+          one(1, 1, 100, 16, "float32", False, _neg_q, NEG, k_fill=_pos_k),
+          one(1, 1, 100, 64, "float32", True, _far_q, FAR, k_fill=_far_k),
           one(1, 2, 20, 16, "float32", True, hint=ZERO, extra={"sm_scale": 0.0}),
           one(1, 1, 24, 64, "float32", True, hint=CAUSAL)]  # the head size the timing case uses
     long_s = sizes(rng, 129, 320, 2)

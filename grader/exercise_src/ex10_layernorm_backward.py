@@ -184,7 +184,7 @@ def cases(device, rng):
           one(9, 60, "float32", STRIDES, layout="padded", dx_layout="padded"), one(40, 40, "float32", GROUPS, G=20),
           one(10, 24, "float32", G_ABOVE_M, G=16), one(100, 64, "float32", GROUPS_40, G=40),
           one(10, 70, "float32", EPS_DEFAULT, _small, eps=None), one(310, 8, "float32", G_LARGE, G=300),
-          one(3, 5000, "float32", WIDE_ROW)]
+          one(3, 5000, "float32", WIDE_ROW + " " + BIG, "offset")]
     cs += [one(m, n, "float32", ROWS, hidden=True) for m, n in zip(sizes(rng, 70, 200, 2), sizes(rng, 50, 500, 2))]
     cs += [one(rng.randint(20, 60), n, "float32", TAIL, hidden=True) for n in near_multiples(rng, (128, 256, 512), 2, offsets=(-1, 1))]
     cs += [one(rng.randint(10, 40), sizes(rng, 100, 600)[0], "float32", STRIDE, layout="padded", hidden=True),

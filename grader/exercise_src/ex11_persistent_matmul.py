@@ -118,7 +118,8 @@ def cases(device, rng):
           one(70, 48, 40, "float32", BLOCKS, 3, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64, "GROUP_M": 2}),
           one(50, 80, 56, "float32", BLOCKS, 5, {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8}),
           one(40, 24, 32, "float16", BLOCKS, 2, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 1}),
-          one(24, 16, 128, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL)]
+          one(24, 16, 128, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL),
+          one(24, 16, 512, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL)]  # fewer tiles than programs
     cs += [one(sizes(rng, 65, 160)[0], eight(65, 160), eight(40, 120), "float32", LOOP, programs=rng.randint(2, 6),
                hidden=True) for _ in range(2)]
     cs += [one(rng.choice((64, 96, 128)), rng.choice((64, 96, 128)), 32 * rng.randint(2, 4), "float32", LOOP, hidden=True),
