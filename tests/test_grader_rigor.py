@@ -840,6 +840,8 @@ def test_multiple_of_hints_are_checked_against_the_values(monkeypatch):
     ("tt.divisibility", [0, 3, 6, 9], [3], None),                            # every element a run of its own
     ("tt.divisibility", [[0, 1], [16, 17], [40, 41]], [1, 16], "40"),         # each row's start
     ("tt.divisibility", 48, [16], None),
+    ("tt.contiguity", [[5], [9]], [1, 16], None),                           # one element along the hinted axis
+    ("tt.constancy", 7, [4], None),
 ])
 def test_hint_meaning(key, data, values, verdict):
     """grader.hints reads each hint as Triton's docstrings define it, with the edge idioms of the matmul tutorials."""
