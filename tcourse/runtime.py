@@ -203,6 +203,7 @@ def prepare_interpreter(grading: bool = False) -> None:
     block_truth_is_an_error()
     scalar_arguments_typed_as_on_a_gpu()
     float_to_int_casts_saturate()
+    python_numbers_in_kernels_are_tensors()
     if grading:
         bfloat16_arithmetic_rounds_from_float32()
 
@@ -246,6 +247,53 @@ def block_truth_is_an_error() -> bool:
 
     patch_with_strict_truth.strict_truth = True
     interpreter._patch_lang_tensor = patch_with_strict_truth
+    return True
+
+
+def python_numbers_in_kernels_are_tensors() -> bool:
+    """A ``range``/``tl.range`` loop variable, each element of ``a, b = 1, 2`` and the value of ``x: tl.int32 = 1`` are
+    int32 (or int64) scalars, as a GPU build makes them; True if done. The interpreter turns only ``x = 1`` into a
+    tensor and kept Python ints there, whose ``%`` and ``//`` round toward minus infinity and never overflow: ``(i - 1)
+    % 2`` was 1 on a CPU and -1 on a GPU for ``i = 0``. A ``tl.static_range`` loop keeps its Python ints (a GPU build
+    makes them constants too), and so does ``x: tl.constexpr = 1``."""
+    import ast
+
+    from triton.runtime import interpreter
+
+    transformer = getattr(interpreter, "ASTTransformer", None)
+    if transformer is None or getattr(transformer, "tensor_numbers", False):
+        return transformer is not None
+
+    def tensor(value: ast.expr) -> ast.expr:  # what the interpreter's own rewrite of ``x = value`` writes
+        return ast.Call(func=ast.Attribute(value=ast.Name(id="interpreter_semantic", ctx=ast.Load()), attr="to_tensor",
+                                           ctx=ast.Load()), args=[value, ast.Constant(value=False)], keywords=[])
+
+    assign = transformer.visit_Assign
+
+    def visit_Assign(self, node):
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) and isinstance(node.value, ast.Tuple):
+            node.value = ast.Tuple(elts=[tensor(self.visit(e)) for e in node.value.elts], ctx=ast.Load())
+            node.targets = [self.visit(node.targets[0])]
+            return node
+        return assign(self, node)
+
+    def visit_AnnAssign(self, node):
+        node = self.generic_visit(node)
+        if node.value is not None and not ast.unparse(node.annotation).endswith("constexpr"):
+            node.value = tensor(node.value)
+        return node
+
+    def visit_For(self, node):
+        node = self.generic_visit(node)
+        static = isinstance(node.iter, ast.Call) and ast.unparse(node.iter.func).endswith("static_range")
+        if isinstance(node.target, ast.Name) and not static:
+            node.body.insert(0, ast.copy_location(ast.Assign(targets=[ast.Name(id=node.target.id, ctx=ast.Store())],
+                                                             value=tensor(ast.Name(id=node.target.id, ctx=ast.Load()))),
+                                                  node))
+        return node
+
+    transformer.visit_Assign, transformer.visit_AnnAssign, transformer.visit_For = visit_Assign, visit_AnnAssign, visit_For
+    transformer.tensor_numbers = True
     return True
 
 

@@ -339,3 +339,65 @@ def test_a_float16_accumulator_rounds_every_16_products_along_k_as_on_a_gpu():
     assert "K 16 True True 0.0" in r.stdout, r.stdout  # one MMA step: its 16 products are summed before rounding
     assert "K 64 True False" in r.stdout, r.stdout  # the first step's 8 products of +1e4 pass 65504
     assert "ONCE True True" in r.stdout, r.stdout
+
+
+def test_the_interpreter_computes_what_a_gpu_build_does():
+    """Each line is a kernel that took one branch on a CPU and the other on a GPU (hostile round, 2026-12-07: 17/17
+    on ex01 with a+x stored on the GPU side): after tcourse.setup() the interpreter gives the GPU's value (checked
+    against PTX semantics: signed % and // truncate toward zero, int32 wraps, cvt.rzi saturates, NaN -> 0, a float
+    argument is an fp32 scalar, an int in [2^31, 2^32) an i64) or refuses where a GPU build computes element-wise."""
+    code = r"""
+import tcourse
+tcourse.setup(quiet=True)
+from tcourse.runtime import prepare_interpreter
+prepare_interpreter(grading=True)
+import torch, triton, triton.language as tl
+
+@triton.jit
+def k(out_ptr, a, big, W: tl.constexpr):
+    r = tl.zeros([1], tl.float32)
+    if W == 0:
+        for i in range(0, 1):
+            r += (i - 1) % 2           # a loop variable is an int32
+    if W == 1:
+        c, d = -7, 0
+        r += c // 2 + d                # so is each element of a literal tuple
+    if W == 2:
+        e: tl.int32 = -7
+        r += e // 2                    # and an annotated value
+    if W == 3:
+        for i in range(65536, 65537):
+            r += i * i                 # int32 wraps
+    if W == 4:
+        for i in tl.static_range(0, 1):
+            r += (i - 1) % 2           # a static_range variable is a constant: Python's %
+    if W == 5:
+        x = tl.full([1], 2.0, tl.float16)
+        r += (a * x).dtype == tl.float32   # a float argument is an fp32 scalar
+    if W == 6:
+        r += (big + big).to(tl.float32) / 1e9
+    if W == 7:
+        r += tl.full([1], 3e9, tl.float32).to(tl.int32).to(tl.float32) / 1e9
+    if W == 8:
+        r += tl.full([1], float("nan"), tl.float32).to(tl.int32)
+    if W == 9:
+        v = tl.full([1], 1.5, tl.float32).to(tl.bfloat16)
+        r += (v + v).to(tl.float32)    # bfloat16 arithmetic on values (the replay's)
+    if W == 10:
+        offs = tl.arange(0, 4)
+        r += tl.sum(((offs < 2) and (offs < 3)).to(tl.float32))
+    tl.store(out_ptr + tl.arange(0, 1), r)
+
+for w in range(11):
+    o = torch.zeros(1)
+    try:
+        k[(1,)](o, 1.5, 3_000_000_000, W=w)
+        print(w, round(o.item(), 4))
+    except Exception as e:
+        print(w, "ERR", "没有真假值" in str(e))
+"""
+    r = run_py(code, TCOURSE_DEVICE="cpu")
+    got = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line[:1].isdigit())
+    assert got == {"0": "-1.0", "1": "-3.0", "2": "-3.0", "3": "0.0", "4": "1.0", "5": "1.0", "6": "6.0",
+                   "7": "2.1475", "8": "0.0", "9": "3.0", "10": "ERR True"}, (got, r.stderr[-2000:])
+
