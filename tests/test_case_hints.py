@@ -155,7 +155,7 @@ CLAIMS = {
        for ex, const, t in (("ex02_softmax", "MANY_ROWS", "x"), ("ex05_layernorm", "MANY_ROWS", "x"),
                             ("dr08_cumsum", "MANY_ROWS", "x"), ("dr07_batched_dot", "MANY_BATCHES", "a"))},
     ("ex10_layernorm_backward", "G_LARGE"): lambda c, blk: c.scalars["G"] == 300 and _dim(c, "x", 0) >= 300,
-    ("ex10_layernorm_backward", "WIDE_ROW"): lambda c, blk: _dim(c, "x", 1) == 5000,
+    ("ex10_layernorm_backward", "WIDE_ROW"): lambda c, blk: _dim(c, "x", 1) == 5000 and _fill(c, "x") == "offset",
     ("ex05_layernorm", "FIRST_FAR"): lambda c, blk: getattr(_fill(c, "x"), "__name__", "") == "_first_far",
     # row tiles past GROUP_M 4 and 8 and no multiple of them, for BLOCK_M 32 and 64 (the text's counts); more than
     # one column tile
