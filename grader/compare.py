@@ -299,7 +299,7 @@ def _judge_tensor(ex, pc, workdir, replay_out, device, mk, others=()) -> TestRes
     if rec.get("late"):
         return mk("failed", f"函数返回时输出还没有写完（返回之后又有 {rec['late']} 个元素被改写）：结果不能在另一个"
                             "线程或另一个 CUDA stream 上延后完成，函数返回前要在当前 stream 上写好。")
-    tol = lambda dt: case.tol or ex.tolerance(dt, device)  # noqa: E731
+    tol = lambda dt: case.tol or ex.tolerance(dt)  # noqa: E731
     refs = reference(ex, pc, pc.shown, device)
     for spec, ref in zip(case.outputs, refs):
         dt = spec.dtype_in(case)

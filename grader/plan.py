@@ -118,5 +118,6 @@ def write_replay(ex: Exercise, planned: list[PlannedCase], replaydir: Path, devi
             _save(replaydir / f"{pc.id}_{t.name}.npy", pc.fresh[t.name], t.dtype_in(pc.case))
         entries.append({**_entry(ex, pc), "order_seed": _subseed(seed, i, "order"), "order_check": pc.case.order_check,
                         "perf_ref": ex.perf_ref, "host_scratch": ex.host_scratch, "max_programs": _max_programs(pc.case)})
-    (replaydir / "plan.json").write_text(json.dumps({"exercise": ex.id, "device": device, "cases": entries}),
+    (replaydir / "plan.json").write_text(json.dumps({"exercise": ex.id, "device": device, "cases": entries,
+                                                     "float_seed": _subseed(seed, 0, "float") & 0xFFFFFFFF}),
                                          encoding="utf-8")

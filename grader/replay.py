@@ -967,11 +967,12 @@ def main(root: str, device: str) -> int:
         os.environ["TRITON_INTERPRET"] = "1"
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     name_the_triton_install()
+    plan = json.loads((rootp / "replay" / "plan.json").read_text(encoding="utf-8"))
     if device != "cuda":
         from tcourse.runtime import prepare_interpreter
 
-        prepare_interpreter(grading=True)  # as the learner's notebook does in tcourse.setup(), bfloat16 too
-    plan = json.loads((rootp / "replay" / "plan.json").read_text(encoding="utf-8"))
+        # as the learner's notebook does in tcourse.setup(); bfloat16 and float32 as a GPU computes them too
+        prepare_interpreter(grading=True, float_seed=plan["float_seed"])
     out = rootp / "replay" / "out"
     out.mkdir(exist_ok=True)
     status = open(out / "status.jsonl", "a", encoding="utf-8")

@@ -196,6 +196,7 @@ for step in "${steps[@]}"; do
       run "record_$(basename "${step#record-ex:}" .ipynb)" timeout 300 python3 scripts/record_gpu.py "${step#record-ex:}" --out /tmp/recorded_exercises ;;
     record:*)  # one chapter, e.g. record:notebooks/10_backward.ipynb
       run "record_$(basename "${step#record:}" .ipynb)" timeout 300 python3 scripts/record_gpu.py "${step#record:}" ;;
+    tf32) run probe_tf32 timeout 120 python3 scripts/probe_tf32.py ;;  # what tl.dot does to float32 operands (tcourse.runtime copies it)
     bench) run bench_suite timeout 540 python3 -m bench --rounds 5 ;;  # the kernel-time pass at the end adds ~90 s
     bench-attention) run bench_suite_attention timeout 200 python3 -m bench --only attention --rounds 5 --no-host ;;  # after an attention-only change
     kernel-tests) run kernel_tests_gpu timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_kernels.py ;;  # test_kernels_frontier.py is CPU-only (interpreter, CPU tensors)

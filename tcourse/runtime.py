@@ -192,20 +192,28 @@ def setup(quiet: bool = False) -> Runtime:
     return rt
 
 
-def prepare_interpreter(grading: bool = False) -> None:
+def prepare_interpreter(grading: bool = False, float_seed: int | None = None) -> None:
     """What the course changes in Triton's interpreter, in the learner's notebook and in the grader's replay alike:
     one speed-up, and the places where the interpreter computed something other than a GPU build of the same kernel
     (each found by writing a kernel that takes one branch on a CPU and the other on a GPU, 2026-12-07). ``grading``
-    (the replay): bfloat16 arithmetic on values too; chapter 0 shows learners that the interpreter's bfloat16 is not
-    to be trusted, and the course runs bfloat16 only on a GPU."""
+    (the replay): bfloat16 arithmetic on values too, and float32 computed as a GPU build does (``tcourse.gpu_floats``:
+    approximate results moved by up to 2 ulp by a hash keyed with ``float_seed``, subnormals flushed, multiply-adds
+    fused, casts to bfloat16 and fp8 rounded to nearest); chapter 0 shows learners that the interpreter's bfloat16 is
+    not to be trusted, and the course runs bfloat16 only on a GPU."""
     skip_discarded_overflow_checks()
     round_float16_accumulators_along_k()
+    float32_dots_read_tf32()
     block_truth_is_an_error()
     scalar_arguments_typed_as_on_a_gpu()
     float_to_int_casts_saturate()
     python_numbers_in_kernels_are_tensors()
     if grading:
+        import secrets
+
+        from tcourse import gpu_floats
+
         bfloat16_arithmetic_rounds_from_float32()
+        gpu_floats.install(secrets.randbits(32) if float_seed is None else float_seed)
 
 
 def block_truth_is_an_error() -> bool:
@@ -413,6 +421,44 @@ def round_float16_accumulators_along_k() -> bool:
 
     dot_rounding_along_k.rounds_along_k = True
     builder.create_dot = dot_rounding_along_k
+    return True
+
+
+TF32_KEPT_BITS = 0xFFFFE000  # a TF32 operand: float32's sign, exponent and top 10 mantissa bits
+
+
+def float32_dots_read_tf32() -> bool:
+    """Make ``tl.dot`` of float32 operands read them as TF32, as a GPU's tensor cores do; True if done.
+
+    Triton's default ``input_precision`` for float32 is ``"tf32"``, and the PTX it emits hands the float32 bits to
+    ``wgmma``/``mma`` unconverted: the tensor cores read the top 19 bits, i.e. each operand truncated to 10 mantissa
+    bits (measured on an H100, both paths, ``results/h100/logs/probe_tf32.log``). The interpreter multiplied exactly,
+    so a kernel could be right on a laptop and off by 1e-3 on a GPU, or tell the two apart and branch.
+    ``input_precision="ieee"`` (and ``"tf32x3"``, within float32's rounding) stay exact.
+    """
+    import numpy as np
+    import triton.language as tl
+    from triton._C.libtriton import ir
+    from triton.runtime import interpreter
+
+    builder = getattr(interpreter, "interpreter_builder", None)
+    dot = getattr(builder, "create_dot", None)
+    tf32 = getattr(getattr(ir, "INPUT_PRECISION", None), "TF32", None)
+    if dot is None or tf32 is None or getattr(dot, "reads_tf32", False):
+        return dot is not None and tf32 is not None
+
+    def as_tf32(h):
+        if h.dtype != tl.float32:
+            return h
+        return interpreter.TensorHandle((h.data.view(np.uint32) & np.uint32(TF32_KEPT_BITS)).view(np.float32), h.dtype)
+
+    def dot_reading_tf32(a, b, acc, input_precision, *rest):
+        if input_precision == tf32:
+            a, b = as_tf32(a), as_tf32(b)
+        return dot(a, b, acc, input_precision, *rest)
+
+    dot_reading_tf32.reads_tf32 = True
+    builder.create_dot = dot_reading_tf32
     return True
 
 

@@ -113,6 +113,14 @@ CLAIMS = {
     ("ex12_flash_attention_backward", "FAR"): lambda c, blk: c.scalars["causal"] and 64 * 40 * _dim(c, "q", 3)
     * c.scalars["sm_scale"] > 1e4,
     ("ex12_flash_attention_backward", "BIG"): lambda c, blk: _fill(c, "q") == "large",
+    # float16 q and k of 50 * randn at D=64: a score's standard deviation is 2e4, past 65504 at 3.3 of it
+    ("ex07_flash_attention", "FP16_SCORES"): lambda c, blk: c.dtype == "float16" and _fill(c, "q") == "large"
+    and _fill(c, "k") == "large" and _dim(c, "q", 3) >= 64,
+    ("ex07_flash_attention", "FP16_ACC"): lambda c, blk: c.dtype == "float16" and _dim(c, "q", 2) == 1024
+    and not c.scalars["causal"] and _fill(c, "v").__name__ == "_v80" and _fill(c, "q").__name__ == "_small"
+    and _fill(c, "k").__name__ == "_small",
+    ("ex12_flash_attention_backward", "FP16_SCORES"): lambda c, blk: c.dtype == "float16"
+    and _fill(c, "q").__name__ == "_q8" and _fill(c, "k").__name__ == "_q8",
     ("dr09_histogram", "BINS16"): lambda c, blk: c.scalars["n_bins"] > 32767,
     ("dr04_gather", "ROWS16"): lambda c, blk: _dim(c, "table", 0) > 32767,
     ("ex07_flash_attention", "ZERO"): lambda c, blk: c.scalars["sm_scale"] == 0.0,

@@ -345,7 +345,8 @@ def test_the_interpreter_computes_what_a_gpu_build_does():
     """Each line is a kernel that took one branch on a CPU and the other on a GPU (hostile round, 2026-12-07: 17/17
     on ex01 with a+x stored on the GPU side): after tcourse.setup() the interpreter gives the GPU's value (checked
     against PTX semantics: signed % and // truncate toward zero, int32 wraps, cvt.rzi saturates, NaN -> 0, a float
-    argument is an fp32 scalar, an int in [2^31, 2^32) an i64) or refuses where a GPU build computes element-wise."""
+    argument is an fp32 scalar, an int in [2^31, 2^32) an i64; tl.dot reads float32 as TF32, truncated, measured on an
+    H100) or refuses where a GPU build computes element-wise."""
     code = r"""
 import tcourse
 tcourse.setup(quiet=True)
@@ -386,9 +387,14 @@ def k(out_ptr, a, big, W: tl.constexpr):
     if W == 10:
         offs = tl.arange(0, 4)
         r += tl.sum(((offs < 2) and (offs < 3)).to(tl.float32))
+    if W >= 11:
+        one = tl.full([16, 16], 1.0 + 1.0 / 4096, tl.float32)
+        sixteenth = tl.full([16, 16], 0.0625, tl.float32)
+        d = tl.dot(one, sixteenth) if W == 11 else tl.dot(one, sixteenth, input_precision="ieee")
+        r += (tl.max(tl.max(d, 1), 0) - 1.0) * 4096   # the tensor cores read TF32: 1 + 2^-12 is 1.0
     tl.store(out_ptr + tl.arange(0, 1), r)
 
-for w in range(11):
+for w in range(13):
     o = torch.zeros(1)
     try:
         k[(1,)](o, 1.5, 3_000_000_000, W=w)
@@ -399,5 +405,88 @@ for w in range(11):
     r = run_py(code, TCOURSE_DEVICE="cpu")
     got = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line[:1].isdigit())
     assert got == {"0": "-1.0", "1": "-3.0", "2": "-3.0", "3": "0.0", "4": "1.0", "5": "1.0", "6": "6.0",
-                   "7": "2.1475", "8": "0.0", "9": "3.0", "10": "ERR True"}, (got, r.stderr[-2000:])
+                   "7": "2.1475", "8": "0.0", "9": "3.0", "10": "ERR True", "11": "0.0", "12": "1.0"}, (got, r.stderr[-2000:])
+
+
+def test_the_replay_computes_float32_as_a_gpu_build_does():
+    """Hostile round 9 (2026-12-07): eleven kernels told the interpreter from a GPU by a float result and scored full
+    marks on CPU. In the replay (prepare_interpreter(grading=True)) each detector now reads what sm_90 code computes
+    (the PTX Triton emits: ex2/sqrt/rsqrt .ftz, fma.rn.f32 for a multiply-add, frem as div.rn + cvt.rzi + fma,
+    cvt.rn.bf16.f32, cvt.rn.satfinite.e4m3x2.f32, cvt.rmi.ftz); approximate results move by at most 2 ulp, the
+    same operands giving the same value in two runs; a learner's notebook (grading=False) keeps NumPy's values."""
+    code = r"""
+import os
+import tcourse
+tcourse.setup(quiet=True)
+from tcourse.runtime import prepare_interpreter
+if os.environ["MODE"] == "grading":
+    prepare_interpreter(grading=True, float_seed=7)
+import numpy as np, torch, triton, triton.language as tl
+
+@triton.jit
+def k(out_ptr, a, W: tl.constexpr):
+    z = a * 0.0
+    r = tl.zeros([1], tl.float32)
+    if W == 0:
+        r += tl.exp2(z - 130.0) > 0                    # ex2.approx.ftz: 2^-130 is 0
+    if W == 1:
+        r += tl.sqrt(z + 1e-40) > 0                    # sqrt.approx.ftz of a subnormal: 0
+    if W == 2:
+        r += tl.math.rsqrt(z + 1e-40) > 1e30           # rsqrt.approx.ftz: inf
+    if W == 3:
+        p = z + 1.000244140625
+        r += (p * p - 1.00048828125) * 16777216.0      # one fma: 2^-24, not 0
+    if W == 4:
+        r += (z + 1e10) % 3.0                          # fma(-trunc(x / y), y, x): 256
+    if W == 5:
+        r += (z + 17.0).to(tl.float8e4nv).to(tl.float32)    # a tie: to even, 16
+    if W == 6:
+        r += (z + 1000.0).to(tl.float8e4nv).to(tl.float32)  # satfinite: 448
+    if W == 7:
+        r += (z + 1.005859375).to(tl.bfloat16).to(tl.float32) * 128   # to nearest: 1.0078125
+    if W == 8:
+        r += tl.floor(z - 1e-40)                       # cvt.rmi.ftz: -0 (r is 0), not -1
+    if W == 9:
+        r += tl.exp(z + 88.0) == 1.6516362549940018e38  # NumPy's float32 exp(88): never relied on
+    tl.store(out_ptr + tl.arange(0, 1), r)
+
+@triton.jit
+def approx(x_ptr, o_ptr, n, OP: tl.constexpr):
+    i = tl.arange(0, 1024)
+    x = tl.load(x_ptr + i, mask=i < n)
+    if OP == 0:
+        y = tl.exp(x)
+    elif OP == 1:
+        y = x / (x + 3.0)
+    else:
+        y = tl.sqrt(tl.abs(x))
+    tl.store(o_ptr + i, y, mask=i < n)
+
+for w in range(10):
+    o = torch.zeros(1)
+    k[(1,)](o, 1.5, W=w)
+    print(w, o.item())
+x = torch.randn(1000) * 3
+for op in range(3):
+    o1, o2 = torch.zeros(1000), torch.zeros(1000)
+    approx[(1,)](x, o1, 1000, OP=op)
+    approx[(1,)](x, o2, 1000, OP=op)
+    # correctly rounded float32 (NumPy's; torch's vectorised sqrt is not); exp as sm_90 computes it: ex2 of
+    # x * log2(e) rounded to float32
+    xn = x.numpy()
+    gpu_exp = np.exp2((xn * np.float32(1.4426950408889634)).astype(np.float64)).astype(np.float32)
+    ref = torch.from_numpy([gpu_exp, xn / (xn + np.float32(3.0)), np.sqrt(np.abs(xn).astype(np.float64)).astype(np.float32)][op])
+    ulps = (o1.view(torch.int32).long() - ref.view(torch.int32).long()).abs()
+    print(f"op{op}", bool((o1 == o2).all()), int(ulps.max()), bool((ulps > 0).any()))
+"""
+    gpu = {"0": "0.0", "1": "0.0", "2": "1.0", "3": "1.0", "4": "256.0", "5": "16.0", "6": "448.0", "7": "129.0",
+           "8": "0.0", "9": "0.0"}
+    r = run_py(code, TCOURSE_DEVICE="cpu", MODE="grading")
+    got = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    assert {k: got.get(k) for k in gpu} == gpu, (got, r.stderr[-2000:])
+    for op in ("op0", "op1", "op2"):  # the same in both runs, at most 2 ulp away, not all of them NumPy's
+        assert got.get(op) in ("True 1 True", "True 2 True"), (op, got)
+    r = run_py(code, TCOURSE_DEVICE="cpu", MODE="notebook")
+    got = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    assert got["3"] == "0.0" and got["8"] == "-1.0" and got["op1"] == "True 0 False", (got, r.stderr[-2000:])
 

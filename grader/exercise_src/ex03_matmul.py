@@ -192,6 +192,6 @@ def cases(device, rng):
 EXERCISE = Exercise(
     title="最小 matmul：BLOCK_M/N/K、num_warps、num_stages", func="matmul", reference=matmul_spec, cases=cases,
     perf_ref="matmul",
-    tolerances={"float32": (1e-4, 1e-4), "float32@cuda": (5e-2, 1e-2), "float16": (2e-2, 1e-2), "bfloat16": (1e-1, 2e-2)},
+    tolerances={"float32": (5e-2, 1e-2), "float16": (2e-2, 1e-2), "bfloat16": (1e-1, 2e-2)},
     forbid=("torch.matmul", "torch.mm", "torch.bmm", "torch.einsum", "torch.Tensor.__matmul__", "torch.Tensor.matmul",
             "torch.Tensor.mm"))

@@ -137,6 +137,21 @@ def _far_k(g, shape):
     return torch.randint(40, 61, shape, generator=g).double() * 2**21
 
 
+FP16_SCORES = ("这个测试是 float16，q 和 k 都很大（约 ±150），q·k 超过 float16 的最大值 65504：分数要在 float32 里算"
+               "（tl.dot 的 out_dtype 保持默认的 float32，不要写 out_dtype=q.dtype），softmax 也在 float32 里做。")
+FP16_ACC = ("这个测试是 float16，S=1024，v 约为 80，分数都接近 0：未归一化的累加器 acc = Σ p·v 会到 8 万左右，超过 "
+            "float16 的最大值 65504。acc、m_i、l_i 都要用 float32（tl.zeros(..., dtype=tl.float32)），最后除以 l_i "
+            "之后再转成输出的 dtype。")
+
+
+def _small(g, shape):  # scores near 0: every p = exp(s - m) is close to 1
+    return 0.1 * torch.randn(shape, generator=g, dtype=torch.float64)
+
+
+def _v80(g, shape):  # with S=1024 keys of p ~ 1, the unnormalised sum of p * v is about 8e4 > 65504
+    return 80 + torch.randn(shape, generator=g, dtype=torch.float64)
+
+
 def _neg_q(g, shape):  # integers in [-48, -32]: with k in [1, 4] every score is <= -128 and exact in fp16/TF32
     return -torch.randint(32, 49, shape, generator=g).double()
 
@@ -146,9 +161,10 @@ def _pos_k(g, shape):
 
 
 def cases(device, rng):
-    def one(b, h, s, d, dt, causal, fill="randn", hint=TAIL, k_fill="randn", extra=None, **kw):
+    def one(b, h, s, d, dt, causal, fill="randn", hint=TAIL, k_fill="randn", extra=None, v_fill="randn", **kw):
         tag = (" causal" if causal else "") + (" 大数值" if fill == "large" else "") + (" 分数很负" if fill is _neg_q else "")
-        tag += " 分数低于 -1e16" if fill is _far_q else ""
+        tag += (" 分数低于 -1e16" if fill is _far_q else "") + (" q、k 都很大" if k_fill == "large" else "")
+        tag += " v 约为 80" if v_fill is _v80 else ""
         tag += "".join(f" {n}={v}" for n, v in (extra or {}).items())
         shape = (b, h, s, d)
         # q * 50 is there to catch exp() overflow (NaN/inf). On a GPU, tl.dot takes fp32 as TF32 (the low 13
@@ -157,7 +173,8 @@ def cases(device, rng):
         tol = (0.2, 0.1) if fill == "large" else None
         extra = extra or {}
         return Case(f"B={b} H={h} S={s} D={d} {dt}{tag}", dt,
-                    (Tensor("q", shape, fill), Tensor("k", shape, k_fill), Tensor("v", shape)), {"causal": causal, **extra},
+                    (Tensor("q", shape, fill), Tensor("k", shape, k_fill), Tensor("v", shape, v_fill)),
+                    {"causal": causal, **extra},
                     ("q", "k", "v"), ("causal", *extra), out_shape=shape, hint=hint, tol=tol, **kw)
 
     cs = [one(1, 1, 1, 16, "float32", False, public=True), one(1, 2, 17, 16, "float32", False),
@@ -174,7 +191,11 @@ def cases(device, rng):
           one(1, 1, 100, 16, "float32", False, _neg_q, NEG, k_fill=_pos_k),
           one(1, 1, 100, 64, "float32", True, _far_q, FAR, k_fill=_far_k),
           one(1, 2, 20, 16, "float32", True, hint=ZERO, extra={"sm_scale": 0.0}),
-          one(1, 1, 24, 64, "float32", True, hint=CAUSAL)]  # the head size the timing case uses
+          one(1, 1, 24, 64, "float32", True, hint=CAUSAL),  # the head size the timing case uses
+          # float16 past its range where a right kernel works in float32: the scores (over 65504 before sm_scale), and
+          # the unnormalised accumulator
+          one(1, 1, 64, 64, "float16", False, "large", FP16_SCORES, k_fill="large"),
+          one(1, 1, 1024, 16, "float16", False, _small, FP16_ACC, k_fill=_small, v_fill=_v80)]
     long_s = sizes(rng, 129, 320, 2)
     cs += [one(1, 2, long_s[0], 16, "float32", False, hint=ONLINE, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, hint=CAUSAL + " " + ONLINE, hidden=True),
@@ -195,7 +216,7 @@ def cases(device, rng):
 
 EXERCISE = Exercise(
     title="FlashAttention 风格的注意力前向", func="attention", reference=attention_spec, cases=cases, perf_ref="attention",
-    tolerances={"float32": (1e-4, 1e-4), "float32@cuda": (2e-2, 2e-2), "float16": (1e-2, 1e-2), "bfloat16": (3e-2, 3e-2)},
+    tolerances={"float32": (2e-2, 2e-2), "float16": (1e-2, 1e-2), "bfloat16": (3e-2, 3e-2)},
     forbid=("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax", "torch.special.softmax", "torch.exp",
             "torch.Tensor.exp", "torch.nn.functional.scaled_dot_product_attention", "torch.matmul", "torch.bmm",
             "torch.einsum", "torch.Tensor.__matmul__", "torch.Tensor.matmul"))

@@ -203,6 +203,14 @@ def _far_k(g, shape):
     return torch.randint(40, 61, shape, generator=g).double()
 
 
+FP16_SCORES = ("这个测试是 float16，q 和 k 都约为 ±25，分数可以到上千：重算的 s = q·kᵀ 和 dp = do·vᵀ 都要在 float32 里"
+               "（tl.dot 的 out_dtype 保持默认的 float32），float16 的分数只有 3 位有效数字，P 和 dS 会错几个百分点。")
+
+
+def _q8(g, shape):
+    return 8 * torch.randn(shape, generator=g, dtype=torch.float64)
+
+
 HEADS = ("B 和 H 都大于 1：q、k、v、do 和 lse、delta 按同一个 (batch, head) 编号定位（b * H + h），"
          "两个 kernel 的 grid 和下标都要一致。")
 SCALE = "这个测试传入了 sm_scale：两个 kernel 都用传进来的 sm_scale（包括重算 P 时），只有 sm_scale=None 时才用 D ** -0.5。"
@@ -220,6 +228,7 @@ def cases(device, rng):
         shape = (b, h, s, d)
         extra = extra or {}
         tag = (" 大数值" if q_fill == "large" else "") + (" 分数低于 -1e4" if q_fill is _far_q else "")
+        tag += " q、k 约为 ±25" if q_fill is _q8 else ""
         return Case(f"B={b} H={h} S={s} D={d} {dt}" + (" causal" if causal else "") + tag
                     + "".join(f" {n}={v}" for n, v in extra.items()), dt,
                     (Tensor("q", shape, q_fill), Tensor("k", shape, k_fill), Tensor("v", shape), Tensor("do", shape)),
@@ -238,7 +247,8 @@ def cases(device, rng):
           # of magnitude, while a right one is off by up to 0.09 (large q) and 0.05 (far scores) on an H100's TF32
           # dots, and by 1e-3 relative on CPU (lse near -2e4 keeps about 3 decimals in float32); sm_scale exact
           one(1, 1, 17, 16, "float32", False, BIG, q_fill="large", tol=(0.5, 0.1)),
-          one(1, 1, 20, 32, "float32", True, FAR, {"sm_scale": 0.125}, q_fill=_far_q, k_fill=_far_k, tol=(0.2, 0.1))]
+          one(1, 1, 20, 32, "float32", True, FAR, {"sm_scale": 0.125}, q_fill=_far_q, k_fill=_far_k, tol=(0.2, 0.1)),
+          one(1, 1, 40, 32, "float16", False, FP16_SCORES, q_fill=_q8, k_fill=_q8)]
     long_s = sizes(rng, 65, 140, 2)
     cs += [one(1, 1, long_s[0], 16, "float32", False, LOOP, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, CAUSAL + " " + LOOP, hidden=True),
@@ -259,7 +269,7 @@ def cases(device, rng):
 
 EXERCISE = Exercise(
     title="FlashAttention-2 反向：dQ、dK、dV", func="attention_backward", reference=attention_backward_spec, cases=cases,
-    tolerances={"float32": (2e-4, 2e-4), "float32@cuda": (5e-2, 5e-2), "float16": (3e-2, 3e-2), "bfloat16": (1e-1, 5e-2)},
+    tolerances={"float32": (5e-2, 5e-2), "float16": (3e-2, 3e-2), "bfloat16": (1e-1, 5e-2)},
     forbid=("torch.autograd.grad", "torch.Tensor.backward", "torch.softmax", "torch.Tensor.softmax",
             "torch.nn.functional.softmax", "torch.exp", "torch.Tensor.exp", "torch.matmul", "torch.bmm", "torch.einsum",
             "torch.Tensor.__matmul__", "torch.Tensor.matmul", "torch.nn.functional.scaled_dot_product_attention"))
