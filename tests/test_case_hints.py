@@ -130,6 +130,9 @@ CLAIMS = {
     ("ex04_group_m_swizzle", "HUGE"): lambda c, blk: all(m > 10**6 and n > 10**6 for _, m, n, _ in c.calls),
     ("ex04_group_m_swizzle", "MANY"): lambda c, blk: c.scalars["num_pid_m"] * c.scalars["num_pid_n"] > 1024,
     ("ex10_layernorm_backward", "G_ABOVE_M"): lambda c, blk: c.scalars["G"] > _dim(c, "x", 0),
+    # halves: rows [0, M/2) of +100 sum to 100 * M / 2; parity: the even rows to 100 * M / 2 too; M = 2048: 102400
+    ("ex10_layernorm_backward", "FP16_PARTIALS"): lambda c, blk: c.dtype == "float16" and c.scalars["G"] == 2
+    and 100 * _dim(c, "x", 0) / 2 - 5 * _dim(c, "x", 0) ** 0.5 > 65504 and _fill(c, "dy").__name__ == "_quarters",
     ("ex10_layernorm_backward", "FP16_ROWS"): lambda c, blk: c.dtype == "float16" and _dim(c, "x", 0) / c.scalars["G"] >= 200
     and _fill(c, "dy").__name__ == "_big_first_row",
     ("ex03_matmul", "CANCEL"): lambda c, blk: _cancels(c, 1),

@@ -139,6 +139,9 @@ EPS_DEFAULT = ("这个测试不传 eps，x 很小（方差约 1e-6），eps 起�
 
 FP16_ROWS = ("float16 输入，dy 的第一行约 2100、其余行在 0.5 到 1 之间：float16 的和过了 2048 以后，再加一个小于 1 的数"
              "就被舍入掉了。dw、db 的部分和要在 float32 里累加（tl.zeros(..., dtype=tl.float32)），最后再转回 float16。")
+FP16_PARTIALS = ("float16 输入，G=2，dy 约为 +100（后一半的奇数行约为 -300）：不论两个 program 按前后两半还是按奇偶行分，"
+                 "每个 program 的 db 部分和都约为 ±1e5，超过 float16 的最大值 65504，总和却接近 0。部分和缓冲（G × N）"
+                 "要用 float32，最后归约出的结果再转成输出的 dtype。")
 G_LARGE = ("这个测试传入 G=300（GPU 上默认取 4 × 132 = 528 这么多）：部分和缓冲有 300 行。归约 kernel 要沿 G 循环"
            "（for g0 in range(0, G, BLOCK_G)），一次读进固定的 64 行、128 行或 256 行都不够。")
 WIDE_ROW = ("一行 5000 列，比 4096 宽，每行均值约 1000：按列分块处理时，每一块都用这一块自己的列下标"
@@ -146,6 +149,14 @@ WIDE_ROW = ("一行 5000 列，比 4096 宽，每行均值约 1000：按列分�
             "不要用 E[x^2] - E[x]^2。")
 G_ABOVE_M = ("这个测试传入的 G 比行数 M 还多：有的 program 一行也分不到，它那一行部分和也要写（写 0）："
              "部分和在行循环之外、循环结束后 store，不要只在循环里写。")
+
+
+def _quarters(g, shape):
+    """dy: +100 on the rows of the first half and on the even rows of the second, -300 on its odd rows (+ randn). Two
+    programs split the rows into halves or by parity: either way each sums to about +-M * 50, the total to about 0."""
+    dy = 100 + torch.randn(shape, generator=g, dtype=torch.float64)
+    dy[shape[0] // 2 + 1::2] -= 400
+    return dy
 
 
 def _big_first_row(g, shape):
@@ -169,6 +180,7 @@ def cases(device, rng):
         tag += (f" eps={eps}" if eps not in (1e-5, None) else "") + (" 不传 eps" if eps is None else "")
         tag += f" G={G}" if G is not None else ""
         tag += " dy 第一行很大" if dy_fill is _big_first_row else ""
+        tag += " dy 约为 ±100" if dy_fill is _quarters else ""
         tol = (2e-3, 2e-3) if fill == "offset" and dt == "float32" else None
         return Case(f"({m}, {n}) {dt}{tag}", dt,
                     (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("dy", (m, n), dy_fill, dy_layout)),
@@ -185,7 +197,7 @@ def cases(device, rng):
           one(9, 60, "float32", STRIDES, layout="padded", dx_layout="padded"), one(40, 40, "float32", GROUPS, G=20),
           one(10, 24, "float32", G_ABOVE_M, G=16), one(100, 64, "float32", GROUPS_40, G=40),
           one(10, 70, "float32", EPS_DEFAULT, _small, eps=None), one(310, 8, "float32", G_LARGE, G=300),
-          one(3, 5000, "float32", WIDE_ROW, "offset")]
+          one(3, 5000, "float32", WIDE_ROW, "offset"), one(2048, 8, "float16", FP16_PARTIALS, G=2, dy_fill=_quarters)]
     cs += [one(m, n, "float32", ROWS, hidden=True) for m, n in zip(sizes(rng, 70, 200, 2), sizes(rng, 50, 500, 2))]
     cs += [one(rng.randint(20, 60), n, "float32", TAIL, hidden=True) for n in near_multiples(rng, (128, 256, 512), 2, offsets=(-1, 1))]
     cs += [one(rng.randint(10, 40), sizes(rng, 100, 600)[0], "float32", STRIDE, layout="padded", hidden=True),
