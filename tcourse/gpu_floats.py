@@ -42,9 +42,10 @@ def _mix(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint32(16))
 
 
-def nudge(r: np.ndarray, key: int, *operands: np.ndarray) -> np.ndarray:
+def nudge(r: np.ndarray, key: int, *operands: np.ndarray, exact: np.ndarray | bool = False) -> np.ndarray:
     """``r`` (float32) moved by -ULPS..ULPS units in the last place, chosen by a hash of ``key`` and the operands'
-    bits; zeros, infinities, NaN, subnormals and values next to them stay."""
+    bits; zeros, infinities, NaN, subnormals and values next to them stay, and so do ``exact`` ones (a quotient or
+    a power that float32 holds exactly: 64 / 32, exp2(3.0); an index computed from one stays right)."""
     h = np.full(r.shape, np.uint32(key & 0xFFFFFFFF), dtype=np.uint32)
     for i, op in enumerate(operands):
         bits = np.broadcast_to(np.ascontiguousarray(op, dtype=np.float32).view(np.uint32), r.shape)
@@ -52,7 +53,7 @@ def nudge(r: np.ndarray, key: int, *operands: np.ndarray) -> np.ndarray:
     steps = (h % np.uint32(2 * ULPS + 1)).astype(np.int32) - ULPS
     bits = np.ascontiguousarray(r, dtype=np.float32).view(np.int32)
     exponent = (bits >> 23) & 0xFF
-    movable = (exponent > 1) & (exponent < 0xFE)
+    movable = (exponent > 1) & (exponent < 0xFE) & ~np.asarray(exact, dtype=bool)
     return np.where(movable, bits + steps, bits).astype(np.int32).view(np.float32).reshape(r.shape)
 
 
@@ -81,8 +82,9 @@ def install(seed: int) -> bool:
                 return original(*args)
             ins = [flush(a.data) if ftz_in else a.data for a in args]
             with np.errstate(all="ignore"):
-                r = fn(*[np.asarray(x, dtype=np.float64) for x in ins]).astype(np.float32)
-            r = nudge(r, seed * 0x10001 + key, *ins)
+                r64 = fn(*[np.asarray(x, dtype=np.float64) for x in ins])
+                r = r64.astype(np.float32)
+            r = nudge(r, seed * 0x10001 + key, *ins, exact=r.astype(np.float64) == r64)
             return Handle(flush(r) if ftz_out else r, tl.float32)
 
         setattr(b, name, op)

@@ -448,6 +448,8 @@ def k(out_ptr, a, W: tl.constexpr):
         r += tl.floor(z - 1e-40)                       # cvt.rmi.ftz: -0 (r is 0), not -1
     if W == 9:
         r += tl.exp(z + 88.0) == 1.6516362549940018e38  # NumPy's float32 exp(88): never relied on
+    if W == 10:
+        r += ((z + 96.0) / 32.0 == 3.0) + (tl.exp2(z + 3.0) == 8.0)   # exact results stay exact
     tl.store(out_ptr + tl.arange(0, 1), r)
 
 @triton.jit
@@ -462,7 +464,7 @@ def approx(x_ptr, o_ptr, n, OP: tl.constexpr):
         y = tl.sqrt(tl.abs(x))
     tl.store(o_ptr + i, y, mask=i < n)
 
-for w in range(10):
+for w in range(11):
     o = torch.zeros(1)
     k[(1,)](o, 1.5, W=w)
     print(w, o.item())
@@ -480,7 +482,7 @@ for op in range(3):
     print(f"op{op}", bool((o1 == o2).all()), int(ulps.max()), bool((ulps > 0).any()))
 """
     gpu = {"0": "0.0", "1": "0.0", "2": "1.0", "3": "1.0", "4": "256.0", "5": "16.0", "6": "448.0", "7": "129.0",
-           "8": "0.0", "9": "0.0"}
+           "8": "0.0", "9": "0.0", "10": "2.0"}
     r = run_py(code, TCOURSE_DEVICE="cpu", MODE="grading")
     got = dict(line.split(" ", 1) for line in r.stdout.splitlines())
     assert {k: got.get(k) for k in gpu} == gpu, (got, r.stderr[-2000:])
