@@ -449,7 +449,7 @@ def k(out_ptr, a, W: tl.constexpr):
     if W == 9:
         r += tl.exp(z + 88.0) == 1.6516362549940018e38  # NumPy's float32 exp(88): never relied on
     if W == 10:
-        r += ((z + 96.0) / 32.0 == 3.0) + (tl.exp2(z + 3.0) == 8.0)   # exact results stay exact
+        r += ((z + 96.0) / 32.0 == 3.0).to(tl.float32) + (tl.exp2(z + 3.0) == 8.0).to(tl.float32)  # exact: kept
     tl.store(out_ptr + tl.arange(0, 1), r)
 
 @triton.jit
