@@ -25,7 +25,32 @@ from __future__ import annotations
 import numpy as np
 
 ULPS = 2  # the most an approximate result moves: div.full.f32 is within 2 ulp, ex2.approx and sqrt.approx closer
-FUSED = "tcourse_exact_product"  # TensorHandle.attr key: a float32 product's exact value, for a following add
+FUSED = "tcourse_product_operands"  # TensorHandle.attr key: a product's two operands, for a following add (one fma)
+
+
+def _fusable():
+    import triton.language as tl
+
+    return (tl.float16, tl.float32, tl.float64)
+
+
+def fma(x, y, z, dtype) -> np.ndarray:
+    """x * y + z rounded once to ``dtype`` (float16, float32 or float64 operands). float16 and float32: the product is
+    exact in float64, the sum is rounded to odd there (TwoSum), then to ``dtype``: one correct rounding."""
+    x, y, z = (np.asarray(v, dtype=np.float64) for v in (x, y, z))
+    with np.errstate(all="ignore"):
+        if np.dtype(dtype) == np.float64:
+            from triton.runtime import interpreter
+
+            f = getattr(interpreter._interpreter, "fma_fp64", None)
+            return f(*np.broadcast_arrays(x, y, z)) if f else x * y + z
+        p = x * y
+        s = p + z
+        bb = s - p
+        e = (p - (s - bb)) + (z - bb)
+        odd = np.isfinite(s) & (e != 0) & ((s.view(np.int64) & 1) == 0)
+        s = np.where(odd, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+        return s.astype(dtype)
 
 
 def flush(x: np.ndarray) -> np.ndarray:
@@ -70,6 +95,7 @@ def install(seed: int) -> bool:
     if b is None or getattr(b, "gpu_floats", False):
         return b is not None
     Handle = interpreter.TensorHandle
+    FUSABLE = _fusable()
 
     def f32(h) -> bool:
         return h.dtype.scalar == tl.float32
@@ -84,7 +110,7 @@ def install(seed: int) -> bool:
             with np.errstate(all="ignore"):
                 r64 = fn(*[np.asarray(x, dtype=np.float64) for x in ins])
                 r = r64.astype(np.float32)
-            r = nudge(r, seed * 0x10001 + key, *ins, exact=r.astype(np.float64) == r64)
+            r = nudge(r, _program(seed * 0x10001 + key), *ins, exact=r.astype(np.float64) == r64)
             return Handle(flush(r) if ftz_out else r, tl.float32)
 
         setattr(b, name, op)
@@ -114,25 +140,45 @@ def install(seed: int) -> bool:
 
     def multiply(lhs, rhs):
         out = fmul(lhs, rhs)
-        if f32(lhs) and f32(rhs):
-            out.attr[FUSED] = _f64(lhs) * _f64(rhs)  # exact: 24 + 24 bits
+        if lhs.dtype.scalar in FUSABLE and rhs.dtype.scalar == lhs.dtype.scalar:
+            out.attr[FUSED] = (lhs.data, rhs.data)
         return out
 
     def fused(plain, sign):
         def add(lhs, rhs):
-            if not (f32(lhs) and f32(rhs)):
+            if lhs.dtype.scalar not in FUSABLE or rhs.dtype.scalar != lhs.dtype.scalar:
                 return plain(lhs, rhs)
-            if FUSED in lhs.attr:
-                exact = lhs.attr[FUSED] + sign * _f64(rhs)
-            elif FUSED in rhs.attr:
-                exact = _f64(lhs) + sign * rhs.attr[FUSED]
+            if FUSED in lhs.attr:  # a * b + c, a * b - c
+                (x, y), z = lhs.attr[FUSED], sign * np.asarray(rhs.data, dtype=np.float64)
+            elif FUSED in rhs.attr:  # c + a * b, c - a * b
+                (x, y), z = rhs.attr[FUSED], np.asarray(lhs.data, dtype=np.float64)
+                x = sign * np.asarray(x, dtype=np.float64)
             else:
                 return plain(lhs, rhs)
-            with np.errstate(all="ignore"):
-                return Handle(np.asarray(exact).astype(np.float32), tl.float32)
+            return Handle(fma(x, y, z, lhs.data.dtype), lhs.dtype.scalar)
         return add
 
     b.create_fmul, b.create_fadd, b.create_fsub = multiply, fused(fadd, 1.0), fused(fsub, -1.0)
+
+    def carry(name, reshape):  # a product moved (broadcast, expand_dims, a scalar splat...) is still one
+        original = getattr(b, name)
+
+        def op(*args):
+            out = original(*args)
+            src = next((a for a in args if isinstance(a, Handle)), None)
+            if src is not None and FUSED in src.attr and isinstance(out, Handle):
+                out.attr[FUSED] = tuple(reshape(np.asarray(o), out.data.shape, args) for o in src.attr[FUSED])
+            return out
+
+        setattr(b, name, op)
+
+    carry("create_broadcast", lambda o, shape, args: np.broadcast_to(o, shape))
+    carry("create_splat", lambda o, shape, args: np.full(shape, o.reshape(-1)[0], dtype=o.dtype))
+    carry("create_expand_dims", lambda o, shape, args: o.reshape(shape))
+    carry("create_reshape", lambda o, shape, args: o.reshape(shape))
+    carry("create_trans", lambda o, shape, args: np.transpose(o, args[1]))
+    _orders(interpreter, seed)
+    _dots_round_per_mma_step(b, Handle)
 
     frem = b.create_frem
 
@@ -217,3 +263,141 @@ def _rounding_convert(original):
         return original(data, src, dst, rounding_mode)
 
     return convert
+
+
+def _program(key: int) -> int:
+    """``key`` mixed with the running program's id: a program computes the same operands the same way in every run
+    of a replay, another program (another position in a GPU's layout) perhaps not."""
+    import zlib
+
+    from triton.runtime import interpreter
+
+    return zlib.crc32(str(getattr(interpreter.interpreter_builder, "grid_idx", "")).encode(), key & 0xFFFFFFFF)
+
+
+def _key(seed: int, data: np.ndarray) -> int:
+    """A reduction's own key: the seed, the program and its data."""
+    import zlib
+
+    return zlib.crc32(np.ascontiguousarray(data).tobytes(), _program(seed))
+
+
+def tree_sum(x: np.ndarray, key: int, operands=None) -> np.ndarray:
+    """Sum over the last axis as a GPU reduces: in pairs, level by level, in the block's dtype, the elements in an
+    order a key draws (a GPU's order depends on the layout; a right kernel does not notice). A sum of products: a GPU
+    fuses some of the products its threads add into fma's (which ones depends on the layout), so some enter the sum
+    exact and some rounded; here a key picks which, and the sum is taken in float64 (h*h - h*h is 0 unfused and
+    fused alike, and 2^-24 with one of the two fused)."""
+    if operands is not None:
+        a, c = (np.broadcast_to(np.asarray(o, dtype=np.float64), x.shape) for o in operands)
+        exact = np.random.default_rng(key).random(x.shape) < 0.5
+        with np.errstate(all="ignore"):
+            return np.sum(np.where(exact, a * c, x.astype(np.float64)), axis=-1).astype(x.dtype)
+    x = x[..., np.random.default_rng(key).permutation(x.shape[-1])]
+    with np.errstate(all="ignore"):
+        while x.shape[-1] > 1:
+            half = x.shape[-1] // 2
+            x = np.concatenate([x[..., 0:2 * half:2] + x[..., 1:2 * half:2], x[..., 2 * half:]], axis=-1)
+    return x[..., 0]
+
+
+def tree_scan(x: np.ndarray) -> np.ndarray:
+    """Inclusive prefix sums over the last axis as a GPU's scan adds them (Hillis-Steele: x[i] += x[i - d] for d = 1,
+    2, 4, ...), in the block's dtype; NumPy's cumsum adds one element after another."""
+    x = x.copy()
+    d = 1
+    with np.errstate(all="ignore"):
+        while d < x.shape[-1]:
+            x[..., d:] = x[..., d:] + x[..., :-d].copy()
+            d *= 2
+    return x
+
+
+def _orders(interpreter, seed: int) -> None:
+    """Float sums and scans in a GPU's order; argmax/argmin among ties (tie_break_left=False) and with NaN in the
+    row (an order-dependent result on a GPU) drawn by a key instead of NumPy's leftmost non-NaN index."""
+    import triton.language as tl
+
+    reduce_ops, scan_ops = interpreter.ReduceOps, interpreter.ScanOps
+    plain_sum, plain_cumsum, plain_apply = reduce_ops.sum, scan_ops.cumsum, reduce_ops.apply_impl
+    std = tl.standard
+    fast = {getattr(std, n, None) for n in ("_argmax_combine_tie_break_fast", "_argmin_combine_tie_break_fast")}
+    arg = {getattr(std, n, None): n.startswith("_argmax") for n in (
+        "_argmax_combine_tie_break_left", "_argmax_combine_tie_break_fast", "_argmin_combine_tie_break_left",
+        "_argmin_combine_tie_break_fast")} if hasattr(std, "_argmax_combine_tie_break_left") else {}
+
+    def along_last(self, data):
+        return (data.reshape(1, -1), None) if self.axis is None else (np.moveaxis(data, self.axis, -1), self.axis)
+
+    def gpu_sum(self, input):
+        data = input.handle.data
+        if not np.issubdtype(data.dtype, np.floating):
+            return plain_sum(self, input)
+        x, axis = along_last(self, data)
+        ops = input.handle.attr.get(FUSED)
+        ops = None if ops is None else tuple(along_last(self, np.broadcast_to(o, data.shape))[0] for o in ops)
+        r = tree_sum(x, _key(seed, x), ops)
+        if axis is None:
+            r = r.reshape(()) if not self.keep_dims else r.reshape((1,) * data.ndim)
+        elif self.keep_dims:
+            r = np.expand_dims(r, axis)
+        return self.to_tensor(r, input.dtype)
+
+    def gpu_cumsum(self, input):
+        data = input.handle.data
+        if not np.issubdtype(data.dtype, np.floating):
+            return plain_cumsum(self, input)
+        return [self.to_tensor(np.moveaxis(tree_scan(np.moveaxis(data, self.axis, -1)), -1, self.axis), input.dtype)]
+
+    def gpu_apply(self, input):
+        out = plain_apply(self, input)
+        if self.combine_fn not in arg:
+            return out
+        data = input[0].handle.data
+        x, axis = along_last(self, data)
+        nan, is_max = np.isnan(x), arg[self.combine_fn]
+        best = np.nanmax(x, -1, keepdims=True) if is_max else np.nanmin(x, -1, keepdims=True)
+        tied = (x == best) if self.combine_fn in fast else np.zeros_like(nan)
+        drawn = nan.any(-1) | (tied.sum(-1) > 1)
+        if not drawn.any():
+            return out
+        idx = np.asarray(out[1].handle.data if isinstance(out, tuple) else out.handle.data).reshape(drawn.shape).copy()
+        rng = np.random.default_rng(_key(seed, x))
+        for row in zip(*np.nonzero(drawn)):
+            choices = np.flatnonzero(nan[row] | tied[row]).tolist() + [int(idx[row])]
+            idx[row] = choices[rng.integers(len(choices))]
+        idx = idx.reshape(np.shape(out[1].handle.data if isinstance(out, tuple) else out.handle.data))
+        if isinstance(out, tuple):
+            return out[0], self.to_tensor(idx, tl.int32)
+        return self.to_tensor(idx, tl.int32)
+
+    reduce_ops.sum, scan_ops.cumsum, reduce_ops.apply_impl = gpu_sum, gpu_cumsum, gpu_apply
+
+
+MMA_K = {2: 16, 1: 32, 4: 8}  # K of one MMA step by operand bytes: 16-bit, fp8, TF32
+
+
+def _dots_round_per_mma_step(b, Handle) -> None:
+    """``tl.dot`` into a float32 accumulator adds K in MMA steps (16 for 16-bit operands, 8 for TF32, 32 for fp8),
+    the accumulator rounded to float32 after each, as a GPU's tensor cores do; the interpreter added the whole of K
+    to it at once. Each step goes through the interpreter's own dot (TF32 truncation and fp8 included)."""
+    import triton.language as tl
+    from triton._C.libtriton import ir
+
+    dot = b.create_dot
+    ieee = getattr(getattr(ir, "INPUT_PRECISION", None), "IEEE", None)
+
+    def dot_by_steps(a, c, acc, precision, *rest):
+        step = MMA_K.get(a.data.dtype.itemsize)
+        if (acc.data.dtype != np.float32 or step is None or a.data.shape[-1] <= step or precision == ieee
+                or a.dtype not in (tl.float16, tl.bfloat16, tl.float32, tl.float8e4nv, tl.float8e5)):
+            return dot(a, c, acc, precision, *rest)
+        out, zero = acc.data.astype(np.float32), Handle(np.zeros_like(acc.data, dtype=np.float32), acc.dtype)
+        for k0 in range(0, a.data.shape[-1], step):
+            part = dot(Handle(a.data[..., k0:k0 + step], a.dtype), Handle(c.data[..., k0:k0 + step, :], c.dtype),
+                       zero, precision, *rest).data
+            with np.errstate(all="ignore"):
+                out = (out.astype(np.float64) + part.astype(np.float64)).astype(np.float32)
+        return Handle(out, acc.dtype)
+
+    b.create_dot = dot_by_steps

@@ -214,6 +214,8 @@ def prepare_interpreter(grading: bool = False, float_seed: int | None = None) ->
 
         bfloat16_arithmetic_rounds_from_float32()
         gpu_floats.install(secrets.randbits(32) if float_seed is None else float_seed)
+        int_arguments_of_one_are_constants()
+        integer_division_by_zero_is_an_error()
 
 
 def block_truth_is_an_error() -> bool:
@@ -327,6 +329,62 @@ def scalar_arguments_typed_as_on_a_gpu() -> bool:
 
     as_on_a_gpu.gpu_typed = True
     interpreter._implicit_cvt = as_on_a_gpu
+    return True
+
+
+def int_arguments_of_one_are_constants() -> bool:
+    """An int argument equal to 1 reaches the kernel as the constant 1, as a GPU launch specialises it; True if done.
+
+    Triton compiles a kernel anew for an int argument of 1 with the value folded in, so arithmetic on it is Python's
+    (``stride * 2147483647 * 2`` is 4294967294, not a wrapped int32): a kernel could store only where the wrapped value
+    is negative, every element in the interpreter and none on a GPU (hostile round 10, 2026-12-07)."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    convert = getattr(interpreter, "_implicit_cvt", None)
+    if convert is None or getattr(convert, "ones_constant", False):
+        return convert is not None
+    depth = [0]  # a tuple's or a tensor descriptor's ints are converted inside: left as they were
+
+    def specialised(arg):
+        if depth[0] == 0 and type(arg) is int and arg == 1:
+            return tl.constexpr(1)
+        depth[0] += 1
+        try:
+            return convert(arg)
+        finally:
+            depth[0] -= 1
+
+    specialised.ones_constant = True
+    interpreter._implicit_cvt = specialised
+    return True
+
+
+def integer_division_by_zero_is_an_error() -> bool:
+    """``//`` and ``%`` of integers by 0 raise; True if done. NumPy gives 0, and LLVM takes a division by zero as
+    impossible (undefined behaviour) and folds the code around it away: ``(i + 7) // zero == 0`` held in the
+    interpreter and never on a GPU (hostile round 10)."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    b = getattr(interpreter, "interpreter_builder", None)
+    if b is None or getattr(b, "division_checked", False):
+        return b is not None
+
+    def checked(name):
+        original = getattr(b, name)
+
+        def op(lhs, rhs):
+            if np.issubdtype(np.asarray(rhs.data).dtype, np.integer) and (np.asarray(rhs.data) == 0).any():
+                raise ZeroDivisionError("kernel 里有整数除以 0（// 或 %）：在 GPU 上这是未定义行为，编译器会假定它不发生。"
+                                        "除数为 0 的位置（比如 mask 之外的元素）要先用 tl.where 换成 1。")
+            return original(lhs, rhs)
+
+        setattr(b, name, op)
+
+    for name in ("create_idiv", "create_srem", "create_urem"):
+        checked(name)
+    b.division_checked = True
     return True
 
 

@@ -23,6 +23,70 @@ def run_py(code: str, **env) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=e, timeout=120)
 
 
+
+def test_the_replay_fuses_orders_and_specialises_as_a_gpu_build_does():
+    """Hostile round 10 (2026-12-07): thirteen more kernels took a branch only the interpreter takes, each scored full
+    marks on CPU. In the replay now: a multiply-add is one correctly rounded fma in float16, float32 and float64, also
+    after the product is broadcast, expanded or splat (fma.rn.f16x2 / .f32 / .f64); a float sum is a tree and a
+    float cumsum a Hillis-Steele scan (the GPU's shfl.bfly / shfl.up orders), not NumPy's; tl.dot rounds its float32
+    accumulator after every MMA step of K; an int argument of 1 is a constant (a GPU launch specialises it); an
+    integer division by zero raises (LLVM folds it away)."""
+    code = r"""
+import tcourse
+tcourse.setup(quiet=True)
+from tcourse.runtime import prepare_interpreter
+prepare_interpreter(grading=True, float_seed=11)
+import torch, triton, triton.language as tl
+
+@triton.jit
+def k(out_ptr, a, one, zero, W: tl.constexpr):
+    z = a * 0.0
+    r = tl.zeros([1], tl.float32)
+    if W == 0:
+        h = (z + 16.015625).to(tl.float16)
+        r += (h * h - 256.5).to(tl.float32) * 4096        # fma.rn.f16: 2^-12
+    if W == 1:
+        q = tl.full([2], 1.000244140625, tl.float32) + z
+        p = q * q
+        r += tl.max(tl.max(p[:, None] - tl.full([2, 2], 1.00048828125, tl.float32), 1), 0) * 16777216.0
+    if W == 2:
+        s = z + 1.000244140625
+        r += tl.max(s * s - tl.full([2], 1.00048828125, tl.float32), 0) * 16777216.0
+    if W == 3:
+        i = tl.arange(0, 64)
+        v = tl.where(i == 0, 16777216.0, 1.0) + z
+        r += tl.max(tl.cumsum(v, 0), 0) > 16777216.0       # a tree scan adds 1 + 1 first
+    if W == 4:
+        d = z.to(tl.float64) + (1.0 + 2.0 ** -30)
+        r += ((d * d - (1.0 + 2.0 ** -29)) * 2.0 ** 60).to(tl.float32)   # fma.rn.f64: 2^-60
+    if W == 5:
+        x = z + 177.0
+        r += (x * 3033169.0 + 9007199254740992.0) == 9007199254740992.0  # one rounding: 2^53 + 2^30
+    if W == 6:
+        i = tl.arange(0, 16)
+        ones = tl.full([16, 32], 1.0, tl.float16)
+        b = tl.where((tl.arange(0, 32)[:, None] % 16 == 0), 1.0, 0.0).to(tl.float16) + tl.zeros([32, 16], tl.float16)
+        acc = tl.dot(ones, b, tl.full([16, 16], 16777216.0, tl.float32))
+        r += tl.max(tl.max(acc, 1), 0) - 16777216.0        # each MMA step's +1 rounds away: 0
+    if W == 7:
+        r += (one * 2147483647 * 2) > 0                    # the constant 1: Python ints, no int32 wrap
+    if W == 8:
+        r += ((tl.arange(0, 4) + 7) // zero).to(tl.float32)
+    tl.store(out_ptr + tl.arange(0, 1), r)
+
+for w in range(9):
+    o = torch.zeros(1)
+    try:
+        k[(1,)](o, 1.5, 1, 0, W=w)
+        print(w, o.item())
+    except Exception as e:
+        print(w, "ERR", "除以 0" in str(e))
+"""
+    r = run_py(code, TCOURSE_DEVICE="cpu")
+    got = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line[:1].isdigit())
+    assert got == {"0": "1.0", "1": "1.0", "2": "1.0", "3": "1.0", "4": "1.0", "5": "0.0", "6": "0.0", "7": "1.0",
+                   "8": "ERR True"}, (got, r.stderr[-3000:])
+
 def test_setup_switches_interpreter_on_before_triton_loads():
     r = run_py("""
         import os, sys, tcourse

@@ -138,7 +138,9 @@ def cases(device, rng):
     cs += [one(2, 8192, "float32", hint=VERY_WIDE)]  # the widest row allowed: a multiple of every chunk width up to it
     cs += [one(533, 16, "float32", hint=MANY_ROWS)]
     # the special rows at the widest width too: a kernel may take another path (chunks) for wide rows
-    cs += [one(2, 8192, "float32", "ramp", RAMP), one(2, 8192, "float32", "neg_inf_head", NEG_INF)]
+    cs += [one(2, 8192, "float32", "ramp", RAMP), one(2, 8192, "float32", "neg_inf_head", NEG_INF),
+           one(2, 2000, "float32", "far_negative", FAR), one(4, 3000, "float32", "row_offsets", ROWS + " " + WIDE),
+           one(3, 2000, "float32", hint=OSTRIDE + " " + WIDE, out_layout="padded")]
     cs += [one(rng.randint(2, 6), n, "float32", "far_negative", FAR, hidden=True)
            for n in sizes(rng, 30, 600, avoid=tuple(1 << i for i in range(10)))]
     cs += [one(rng.randint(2, 4), n, "float32", "ramp", RAMP, hidden=True) for n in sizes(rng, 1025, 3000)]

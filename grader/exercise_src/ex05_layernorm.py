@@ -149,6 +149,11 @@ def cases(device, rng):
     cs += [one(rng.randint(2, 3), n, "float32", hint=VERY_WIDE, hidden=True) for n in sizes(rng, 4097, 8192)]
     cs += [one(2, 8192, "float32", hint=VERY_WIDE)]  # the widest row allowed: a multiple of every chunk width up to it
     cs += [one(533, 16, "float32", hint=MANY_ROWS), one(3, 8192, "float32", _first_far, FIRST_FAR)]
+    # the special rows past 1024 columns too: a kernel may take another path (chunks) for wide rows
+    cs += [one(3, 2000, "float32", small(0.03), EPS + " " + WIDE, eps=1e-3),
+           one(2, 5000, "float32", small(0.003), EPS_DEFAULT + " " + WIDE, eps=None),
+           one(4, 3000, "float32", "row_offsets", ROWS + " " + WIDE),
+           one(3, 2000, "float32", hint=OSTRIDE + " " + WIDE, out_layout="padded")]
     cs += [one(rng.randint(2, 4), n, "float32", "offset", BIG + " " + WIDE, hidden=True) for n in sizes(rng, 2049, 6000)]
     cs += [one(rng.randint(2, 6), n, "float16", hidden=True) for n in near_multiples(rng, (64, 128, 256), 1)]
     cs += [one(rng.randint(6, 12), n, "float32", "row_offsets", ROWS, hidden=True) for n in sizes(rng, 100, 800)]

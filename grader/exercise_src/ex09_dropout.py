@@ -143,6 +143,8 @@ def cases(device, rng):
                "dropout_backward", hidden=True)]
     n, tie_seed = sizes(rng, 2000, 8000)[0], rng.randint(0, 2**31 - 1)
     cs += [one(n, "float32", rand_at(tie_seed, rng.randrange(n)), tie_seed, 1024, TIE, hidden=True)]
+    n, tie_seed = sizes(rng, 2000, 8000)[0], rng.randint(0, 2**31 - 1)  # the backward may have a kernel of its own
+    cs += [one(n, "float32", rand_at(tie_seed, rng.randrange(n)), tie_seed, 1024, TIE, "dropout_backward", hidden=True)]
     if device == "cuda":
         cs += [one(100_003, "bfloat16", 0.3, 11),
                Case("性能 n=2^24 float32", "float32", mode="perf", points=2.0,

@@ -142,6 +142,8 @@ FP16_ROWS = ("float16 输入，dy 的第一行约 2100、其余行在 0.5 到 1 
 FP16_PARTIALS = ("float16 输入，G=2，dy 约为 +100（后一半的奇数行约为 -300）：不论两个 program 按前后两半还是按奇偶行分，"
                  "每个 program 的 db 部分和都约为 ±1e5，超过 float16 的最大值 65504，总和却接近 0。部分和缓冲（G × N）"
                  "要用 float32，最后归约出的结果再转成输出的 dtype。")
+WIDE = ("一行 5000 列，比 4096 宽：按列分块处理的那条路径也要用传进来的 eps（或默认的 1e-5），x、dy、dx 各用自己的 "
+        "stride(0)。")
 G_LARGE = ("这个测试传入 G=300（GPU 上默认取 4 × 132 = 528 这么多）：部分和缓冲有 300 行。归约 kernel 要沿 G 循环"
            "（for g0 in range(0, G, BLOCK_G)），一次读进固定的 64 行、128 行或 256 行都不够。")
 WIDE_ROW = ("一行 5000 列，比 4096 宽，每行均值约 1000：按列分块处理时，每一块都用这一块自己的列下标"
@@ -197,7 +199,10 @@ def cases(device, rng):
           one(9, 60, "float32", STRIDES, layout="padded", dx_layout="padded"), one(40, 40, "float32", GROUPS, G=20),
           one(10, 24, "float32", G_ABOVE_M, G=16), one(100, 64, "float32", GROUPS_40, G=40),
           one(10, 70, "float32", EPS_DEFAULT, _small, eps=None), one(310, 8, "float32", G_LARGE, G=300),
-          one(3, 5000, "float32", WIDE_ROW, "offset"), one(2048, 8, "float16", FP16_PARTIALS, G=2, dy_fill=_quarters)]
+          one(3, 5000, "float32", WIDE_ROW, "offset"), one(2048, 8, "float16", FP16_PARTIALS, G=2, dy_fill=_quarters),
+          one(3, 5000, "float32", EPS + " " + WIDE, _small, eps=1e-3),
+          one(2, 5000, "float32", EPS_DEFAULT + " " + WIDE, _small, eps=None),
+          one(3, 5000, "float32", STRIDES + " " + WIDE, layout="padded", dy_layout="padded", dx_layout="padded")]
     cs += [one(m, n, "float32", ROWS, hidden=True) for m, n in zip(sizes(rng, 70, 200, 2), sizes(rng, 50, 500, 2))]
     cs += [one(rng.randint(20, 60), n, "float32", TAIL, hidden=True) for n in near_multiples(rng, (128, 256, 512), 2, offsets=(-1, 1))]
     cs += [one(rng.randint(10, 40), sizes(rng, 100, 600)[0], "float32", STRIDE, layout="padded", hidden=True),
