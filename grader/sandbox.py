@@ -250,7 +250,10 @@ def prepare(root: Path, device: str, marker: str, iso: Isolation) -> None:
     env = base_env(root, rt / "home", device)
     (rt / "ipython").mkdir(parents=True, exist_ok=True)
     env.update({"IPYTHONDIR": str(rt / "ipython"), "JUPYTER_RUNTIME_DIR": str(rt),
-                "TCOURSE_GRADER_DIR": str(root / "work"), "TCOURSE_GRADER_RUN": marker})
+                "TCOURSE_GRADER_DIR": str(root / "work"), "TCOURSE_GRADER_RUN": marker,
+                # the learner's run computes float32 as the replay does (tcourse.setup: prepare_interpreter(grading=True)),
+                # with a seed of its own: no notebook-only value is left to tell the two apart from a GPU
+                "TCOURSE_GRADING_FLOATS": str(secrets.randbits(32))})
     spec = root / "ctl" / "kernels" / KERNEL_NAME
     spec.mkdir(parents=True)
     (root / "ctl").chmod(0o700)

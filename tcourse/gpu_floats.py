@@ -67,15 +67,15 @@ def _mix(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint32(16))
 
 
-def nudge(r: np.ndarray, key: int, *operands: np.ndarray, exact: np.ndarray | bool = False) -> np.ndarray:
-    """``r`` (float32) moved by -ULPS..ULPS units in the last place, chosen by a hash of ``key`` and the operands'
+def nudge(r: np.ndarray, key: int, *operands: np.ndarray, exact: np.ndarray | bool = False, ulps: int = ULPS) -> np.ndarray:
+    """``r`` (float32) moved by -ulps..ulps units in the last place, chosen by a hash of ``key`` and the operands'
     bits; zeros, infinities, NaN, subnormals and values next to them stay, and so do ``exact`` ones (a quotient or
     a power that float32 holds exactly: 64 / 32, exp2(3.0); an index computed from one stays right)."""
     h = np.full(r.shape, np.uint32(key & 0xFFFFFFFF), dtype=np.uint32)
     for i, op in enumerate(operands):
         bits = np.broadcast_to(np.ascontiguousarray(op, dtype=np.float32).view(np.uint32), r.shape)
         h = _mix(h ^ (bits * np.uint32(2 * i + 0x9E3779B1)))
-    steps = (h % np.uint32(2 * ULPS + 1)).astype(np.int32) - ULPS
+    steps = (h % np.uint32(2 * ulps + 1)).astype(np.int32) - ulps
     bits = np.ascontiguousarray(r, dtype=np.float32).view(np.int32)
     exponent = (bits >> 23) & 0xFF
     movable = (exponent > 1) & (exponent < 0xFE) & ~np.asarray(exact, dtype=bool)
@@ -125,8 +125,19 @@ def install(seed: int) -> bool:
     approximate("create_log2", np.log2, True, True, 6)
     approximate("create_sin", np.sin, True, True, 7)
     approximate("create_cos", np.cos, True, True, 8)
-    approximate("create_fdiv", np.divide, True, True, 9)
-    approximate("create_approx_divf", np.divide, True, True, 10)
+    for name, key in (("create_fdiv", 9), ("create_approx_divf", 10)):
+        def divide(lhs, rhs, _original=getattr(b, name), _key=key):
+            if not (f32(lhs) and f32(rhs)):
+                return _original(lhs, rhs)
+            x, y = flush(lhs.data), flush(rhs.data)
+            with np.errstate(all="ignore"):
+                r64 = 1.0 / np.asarray(y, dtype=np.float64)
+                # an approximate reciprocal (within 1 ulp), then a rounded multiply: a quotient within about 3 ulp
+                rcp = nudge(r64.astype(np.float32), _program(seed * 0x10001 + _key), y,
+                            exact=r64.astype(np.float32).astype(np.float64) == r64, ulps=1)
+                q = (np.asarray(x, dtype=np.float64) * rcp.astype(np.float64)).astype(np.float32)
+            return Handle(flush(q), tl.float32)
+        setattr(b, name, divide)
     erf = b.create_erf
     approximate("create_erf", lambda x: erf(Handle(x.astype(np.float32), tl.float32)).data.astype(np.float64),
                 True, True, 11)
@@ -155,7 +166,13 @@ def install(seed: int) -> bool:
                 x = sign * np.asarray(x, dtype=np.float64)
             else:
                 return plain(lhs, rhs)
-            return Handle(fma(x, y, z, lhs.data.dtype), lhs.dtype.scalar)
+            # LLVM fuses most such pairs, not all (a product used twice, one from an earlier loop iteration): a keyed
+            # hash of the operands and the program picks, element by element, fused or rounded twice
+            out = plain(lhs, rhs)
+            both = np.broadcast_arrays(np.asarray(x), np.asarray(y), out.data)
+            pick = nudge(np.ones(both[2].shape, np.float32), _program(seed * 0x10001 + 12), both[0], both[1], ulps=1)
+            fused = pick != np.float32(1.0)  # moved either way: 2 in 3
+            return Handle(np.where(fused, fma(x, y, z, lhs.data.dtype), out.data).astype(out.data.dtype), out.dtype)
         return add
 
     b.create_fmul, b.create_fadd, b.create_fsub = multiply, fused(fadd, 1.0), fused(fsub, -1.0)
@@ -177,6 +194,59 @@ def install(seed: int) -> bool:
     carry("create_expand_dims", lambda o, shape, args: o.reshape(shape))
     carry("create_reshape", lambda o, shape, args: o.reshape(shape))
     carry("create_trans", lambda o, shape, args: np.transpose(o, args[1]))
+    if hasattr(b, "create_unsplat"):
+        carry("create_unsplat", lambda o, shape, args: np.asarray(o).reshape(-1)[:1].reshape(shape))
+    fneg = b.create_fneg
+
+    def negate(arg):  # -(a * b) + c is fma(-a, b, c)
+        out = fneg(arg)
+        if FUSED in arg.attr:
+            a, c = arg.attr[FUSED]
+            out.attr[FUSED] = (-np.asarray(a), c)
+        return out
+
+    b.create_fneg = negate
+
+    def operands(h):  # a value that is no product enters as value * 1: the same sum, rounded once
+        return h.attr.get(FUSED, (h.data, np.ones_like(h.data)))
+
+    join, split, cat = b.create_join, b.create_split, b.create_cat
+
+    def joined(lhs, rhs):
+        out = join(lhs, rhs)
+        if FUSED in lhs.attr or FUSED in rhs.attr:
+            out.attr[FUSED] = tuple(np.stack([np.broadcast_to(x, lhs.data.shape), np.broadcast_to(y, rhs.data.shape)], -1)
+                                    for x, y in zip(operands(lhs), operands(rhs)))
+        return out
+
+    def concatenated(lhs, rhs):
+        out = cat(lhs, rhs)
+        if FUSED in lhs.attr or FUSED in rhs.attr:
+            out.attr[FUSED] = tuple(np.concatenate([np.broadcast_to(x, lhs.data.shape), np.broadcast_to(y, rhs.data.shape)])
+                                    for x, y in zip(operands(lhs), operands(rhs)))
+        return out
+
+    def halves(val):
+        outs = split(val)
+        if FUSED in val.attr:
+            a, c = (np.broadcast_to(o, val.data.shape) for o in val.attr[FUSED])
+            for i, h in enumerate(outs):
+                h.attr[FUSED] = (a[..., i], c[..., i])
+        return outs
+
+    b.create_join, b.create_split, b.create_cat = joined, halves, concatenated
+    for name, is_max in (("create_maxnumf", True), ("create_maximumf", True), ("create_minnumf", False),
+                         ("create_minimumf", False)):
+        def signed_zeros(lhs, rhs, _original=getattr(b, name), _max=is_max):
+            out = _original(lhs, rhs)
+            if not np.issubdtype(out.data.dtype, np.floating):
+                return out
+            both = (lhs.data == 0) & (rhs.data == 0)
+            if both.any():  # max.f32 / min.f32 order -0 below +0
+                neg = (np.signbit(lhs.data) & np.signbit(rhs.data)) if _max else (np.signbit(lhs.data) | np.signbit(rhs.data))
+                out = Handle(np.where(both, np.where(neg, -0.0, 0.0).astype(out.data.dtype), out.data), out.dtype)
+            return out
+        setattr(b, name, signed_zeros)
     _orders(interpreter, seed)
     _dots_round_per_mma_step(b, Handle)
 
@@ -351,6 +421,20 @@ def _orders(interpreter, seed: int) -> None:
 
     def gpu_apply(self, input):
         out = plain_apply(self, input)
+        if self.combine_fn in (std._elementwise_max, std._elementwise_min) and isinstance(out, tl.core.tensor):
+            data = input[0].handle.data
+            if np.issubdtype(data.dtype, np.floating) and (data == 0).any():
+                x, _ = along_last(self, data)
+                zero = x == 0
+                if self.combine_fn is std._elementwise_max:  # +0 if any +0 was there
+                    want_neg = ~(zero & ~np.signbit(x)).any(-1)
+                else:
+                    want_neg = (zero & np.signbit(x)).any(-1)
+                v = np.array(out.handle.data).reshape(want_neg.shape)
+                v = np.where(v == 0, np.where(want_neg, -0.0, 0.0).astype(v.dtype), v)
+                return self.to_tensor(v.reshape(np.shape(out.handle.data)) if np.ndim(out.handle.data) else v.reshape(()),
+                                      input[0].dtype)
+            return out
         if self.combine_fn not in arg:
             return out
         data = input[0].handle.data
@@ -371,7 +455,59 @@ def _orders(interpreter, seed: int) -> None:
             return out[0], self.to_tensor(idx, tl.int32)
         return self.to_tensor(idx, tl.int32)
 
+    def tree_generic_reduce(self, input):
+        """A user's combine function applied as a GPU's tree applies it, level by level: neighbours in pairs, or
+        (a butterfly across lanes) each element with the one half the row away; a key picks which (the interpreter
+        folded left to right). The lower index is always the left operand."""
+        input, axis = self.unravel(input, self.axis)
+        xs, dtypes = [np.moveaxis(t.handle.data, axis, -1) for t in input], [t.dtype for t in input]
+        halving = np.random.default_rng(_key(seed, xs[0])).random() < 0.5
+        while xs[0].shape[-1] > 1:
+            h = xs[0].shape[-1] // 2
+            lo, hi = (slice(0, h), slice(h, 2 * h)) if halving else (slice(0, 2 * h, 2), slice(1, 2 * h, 2))
+            left = [self.to_tensor(np.ascontiguousarray(x[..., lo]), d) for x, d in zip(xs, dtypes)]
+            right = [self.to_tensor(np.ascontiguousarray(x[..., hi]), d) for x, d in zip(xs, dtypes)]
+            ret = self.combine_fn.fn(*left, *right)
+            ret = ret if isinstance(ret, tuple) else (ret,)
+            xs = [np.concatenate([np.broadcast_to(np.asarray(r.handle.data if isinstance(r, tl.core.tensor) else r,
+                                                             dtype=x.dtype), x[..., lo].shape), x[..., 2 * h:]], -1)
+                  for r, x in zip(ret, xs)]
+        out = []
+        for x, d in zip(xs, dtypes):
+            r = x[..., 0]
+            if self.keep_dims:
+                r = np.expand_dims(r, axis) if self.axis is not None else r.reshape((1,) * x.ndim)
+            elif self.axis is None:
+                r = r.item()
+            out.append(self.to_tensor(r, d))
+        return out
+
+    def tree_generic_scan(self, input):
+        """A user's combine function as a GPU's scan applies it (Hillis-Steele: y[i] = f(y[i - d], y[i]))."""
+        ys, dtypes = [np.moveaxis(t.handle.data, self.axis, -1).copy() for t in input], [t.dtype for t in input]
+        d = 1
+        while d < ys[0].shape[-1]:  # whole rows (a block's length is a power of 2): the first d results unused
+            prev = [self.to_tensor(np.concatenate([y[..., :d], y[..., :-d]], -1), t) for y, t in zip(ys, dtypes)]
+            cur = [self.to_tensor(np.ascontiguousarray(y), t) for y, t in zip(ys, dtypes)]
+            ret = self.combine_fn.fn(*prev, *cur)
+            ret = ret if isinstance(ret, tuple) else (ret,)
+            ys = [np.concatenate([y[..., :d], np.broadcast_to(np.asarray(r.handle.data if isinstance(r, tl.core.tensor)
+                                                                         else r, dtype=y.dtype), y.shape)[..., d:]], -1)
+                  for r, y in zip(ret, ys)]
+            d *= 2
+        return [self.to_tensor(np.ascontiguousarray(np.moveaxis(y, -1, self.axis)), t) for y, t in zip(ys, dtypes)]
+
+    def tree_cumprod(self, input):
+        x = np.moveaxis(input.handle.data, self.axis, -1).copy()
+        d = 1
+        with np.errstate(all="ignore"):
+            while d < x.shape[-1]:
+                x[..., d:] = x[..., d:] * x[..., :-d].copy()
+                d *= 2
+        return [self.to_tensor(np.moveaxis(x, -1, self.axis), dtype=input.dtype)]
+
     reduce_ops.sum, scan_ops.cumsum, reduce_ops.apply_impl = gpu_sum, gpu_cumsum, gpu_apply
+    reduce_ops.generic_reduce, scan_ops.generic_scan, scan_ops.cumprod = tree_generic_reduce, tree_generic_scan, tree_cumprod
 
 
 MMA_K = {2: 16, 1: 32, 4: 8}  # K of one MMA step by operand bytes: 16-bit, fp8, TF32
@@ -400,4 +536,5 @@ def _dots_round_per_mma_step(b, Handle) -> None:
                 out = (out.astype(np.float64) + part.astype(np.float64)).astype(np.float32)
         return Handle(out, acc.dtype)
 
+    dot_by_steps.__dict__.update(getattr(dot, "__dict__", {}))  # the marks of tcourse.runtime's wraps inside
     b.create_dot = dot_by_steps

@@ -180,7 +180,8 @@ def setup(quiet: bool = False) -> Runtime:
     import triton  # noqa: F401  (after the switch, on purpose)
 
     if not gpu:
-        prepare_interpreter()
+        graded = os.environ.get("TCOURSE_GRADING_FLOATS", "")  # set by the grader: compute as its replay does
+        prepare_interpreter(grading=graded.isdigit(), float_seed=int(graded) if graded.isdigit() else None)
     mode = "gpu" if gpu else "cpu"
     v = versions.installed()
     v["python"] = platform.python_version()
@@ -477,6 +478,7 @@ def round_float16_accumulators_along_k() -> bool:
                       interpreter.TensorHandle(b.data[..., k0:k0 + MMA_K, :], b.dtype), acc, *rest)
         return acc
 
+    dot_rounding_along_k.__dict__.update(getattr(dot, "__dict__", {}))
     dot_rounding_along_k.rounds_along_k = True
     builder.create_dot = dot_rounding_along_k
     return True
@@ -515,6 +517,7 @@ def float32_dots_read_tf32() -> bool:
             a, b = as_tf32(a), as_tf32(b)
         return dot(a, b, acc, input_precision, *rest)
 
+    dot_reading_tf32.__dict__.update(getattr(dot, "__dict__", {}))  # the marks of the wraps inside it
     dot_reading_tf32.reads_tf32 = True
     builder.create_dot = dot_reading_tf32
     return True

@@ -119,6 +119,10 @@ CLAIMS = {
     ("ex07_flash_attention", "FP16_ACC"): lambda c, blk: c.dtype == "float16" and _dim(c, "q", 2) == 1024
     and not c.scalars["causal"] and _fill(c, "v").__name__ == "_v80" and _fill(c, "q").__name__ == "_small"
     and _fill(c, "k").__name__ == "_small",
+    # q . k = -4096 * 2048 + at most 31 * 4 = -2^23 + O(124); times 0.125: about -2^20 (below -1e6)
+    ("ex12_flash_attention_backward", "FARTHER"): lambda c, blk: c.scalars["sm_scale"] == 0.125
+    and _fill(c, "q").__name__ == "_farther_q" and _fill(c, "k").__name__ == "_farther_k"
+    and (4096 * 2048 - 4 * (_dim(c, "q", 3) - 1)) * 0.125 > 1e6,
     ("ex12_flash_attention_backward", "FP16_SCORES"): lambda c, blk: c.dtype == "float16"
     and _fill(c, "q").__name__ == "_q8" and _fill(c, "k").__name__ == "_q8",
     ("dr09_histogram", "BINS16"): lambda c, blk: c.scalars["n_bins"] > 32767,

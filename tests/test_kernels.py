@@ -121,15 +121,15 @@ def test_matmul_rejects_bad_shapes():
 def test_attention(causal, dtype):
     q, k, v = (randn(2, 3, 77, 32, dtype=dtype, seed=s) for s in (17, 18, 19))
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
-    tol = 1e-5 if dtype == torch.float32 else 3e-3
-    assert rel_err(K.attention(q, k, v, causal=causal), ref) < tol
+    # float32: tl.dot reads TF32 on a GPU and, since tcourse.setup() copies that, in the interpreter too
+    assert rel_err(K.attention(q, k, v, causal=causal), ref) < 3e-3
 
 
 def test_attention_scale():
     dtype = torch.float32 if DEV == "cpu" else torch.float16
     q, k, v = (randn(1, 2, 40, 16, dtype=dtype, seed=s) for s in (20, 21, 22))
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=0.3)
-    assert rel_err(K.attention(q, k, v, sm_scale=0.3), ref) < (1e-5 if DEV == "cpu" else 3e-3)
+    assert rel_err(K.attention(q, k, v, sm_scale=0.3), ref) < 3e-3  # TF32 dots on a CPU too
 
 
 def test_attention_rejects_what_its_kernels_get_wrong():
@@ -145,7 +145,7 @@ def test_attention_rejects_what_its_kernels_get_wrong():
     with pytest.raises(ValueError, match="BM a multiple of BN"):
         AK.attention_ptr(q, k, v, causal=True, config={"BM": 16, "BN": 32})
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=False)
-    assert rel_err(AK.attention_ptr(q, k, v, config={"BM": 16, "BN": 32}), ref) < (1e-5 if DEV == "cpu" else 3e-3)
+    assert rel_err(AK.attention_ptr(q, k, v, config={"BM": 16, "BN": 32}), ref) < 3e-3  # TF32 dots on a CPU too
 
 
 @gpu_only

@@ -72,20 +72,68 @@ def k(out_ptr, a, one, zero, W: tl.constexpr):
         r += (one * 2147483647 * 2) > 0                    # the constant 1: Python ints, no int32 wrap
     if W == 8:
         r += ((tl.arange(0, 4) + 7) // zero).to(tl.float32)
-    tl.store(out_ptr + tl.arange(0, 1), r)
+    tl.store(out_ptr + tl.program_id(0) + tl.arange(0, 1), r)
 
 for w in range(9):
-    o = torch.zeros(1)
+    o = torch.zeros(16)
     try:
-        k[(1,)](o, 1.5, 1, 0, W=w)
-        print(w, o.item())
+        k[(16,)](o, 1.5, 1, 0, W=w)
+        print(w, "|".join(sorted({str(v) for v in o.tolist()})))
     except Exception as e:
         print(w, "ERR", "除以 0" in str(e))
 """
+    code += r"""
+@triton.jit
+def add(a, b):
+    return a + b
+
+@triton.jit
+def k2(out_ptr, a, W: tl.constexpr):  # hostile round 11
+    z = a * 0.0
+    i = tl.arange(0, 8)
+    r = tl.zeros([1], tl.float32)
+    if W == 0:
+        r += 1.0 / tl.maximum(z, -z) > 0                      # max.f32(+0, -0) is +0
+    if W == 1:
+        r += 1.0 / tl.max(tl.where(i == 3, z, -z), 0) > 0      # so is a max reduction with one +0
+    if W == 2:
+        c0 = z + (1.0 + 1.0 / 4096)
+        r += (-(c0 * c0) + 1.0) == -1.0 / 2048                # fma(-c0, c0, 1): -(2^-11 + 2^-24)
+    if W == 3:
+        v = tl.where(i == 0, 1.0, tl.where((i == 1) | (i == 3), 2.0 ** -24, 0.0)) + z
+        r += tl.reduce(v, 0, add) == 1.0                       # 1 + 2^-23 when 2^-24 + 2^-24 come first
+    if W == 4:
+        j = tl.arange(0, 4)
+        v = tl.where(j == 0, 1.0, tl.where(j >= 2, 2.0 ** -24, 0.0)) + z
+        s = tl.associative_scan(v, 0, add)
+        r += (tl.max(s, 0) - 1.0) * 8388608.0                  # Hillis-Steele: (x2 + x3) + (x0 + x1) = 1 + 2^-23
+    if W == 5:
+        j = tl.arange(0, 4)
+        v = tl.where(j == 0, 1.1, tl.where(j == 1, 1.0, 1.7)) + z
+        r += tl.max(tl.cumprod(v, 0), 0) == (1.1 * 1.7) * 1.7  # a scan multiplies 1.7 * 1.7 first
+    if W == 6:
+        r += (z + 49.0) / 7.0 == 7.0                           # x * rcp(7): never exactly 7
+    if W == 7:
+        c1 = z + (1.0 + 1.0 / 4096)
+        p, _ = tl.split(tl.join(c1 * c1, c1 * c1))
+        r += (p - 1.0) == 1.0 / 2048                           # still one fma after join and split
+    tl.store(out_ptr + tl.program_id(0) + tl.arange(0, 1), r)
+
+for w in range(8):
+    o = torch.zeros(16)
+    k2[(16,)](o, 1.5, W=w)
+    print(f"b{w}", "|".join(sorted({str(v) for v in o.tolist()})))
+"""
     r = run_py(code, TCOURSE_DEVICE="cpu")
-    got = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line[:1].isdigit())
-    assert got == {"0": "1.0", "1": "1.0", "2": "1.0", "3": "1.0", "4": "1.0", "5": "0.0", "6": "0.0", "7": "1.0",
-                   "8": "ERR True"}, (got, r.stderr[-3000:])
+    got = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line[:1].isdigit() or line[:1] == "b")
+    # 16 programs each: a multiply-add is fused in most of them (a keyed choice per program and operands, as LLVM
+    # fuses most pairs, not all), and a user's reduction takes one of two trees
+    fused = {"0": "1.0", "1": "1.0", "2": "1.0", "4": "1.0", "5": "0.0", "b2": "0.0", "b7": "0.0"}
+    assert all(v in got.get(key, "").split("|") for key, v in fused.items()), (got, r.stderr[-3000:])
+    assert {k: got.get(k) for k in ("3", "6", "7", "8", "b0", "b1", "b4", "b5", "b6")} == {
+        "3": "1.0", "6": "0.0", "7": "1.0", "8": "ERR True", "b0": "1.0", "b1": "1.0", "b4": "1.0", "b5": "0.0",
+        "b6": "0.0"}, (got, r.stderr[-3000:])
+    assert got.get("b3") in ("0.0", "1.0", "0.0|1.0"), got
 
 def test_setup_switches_interpreter_on_before_triton_loads():
     r = run_py("""
@@ -514,7 +562,7 @@ def k(out_ptr, a, W: tl.constexpr):
         r += tl.exp(z + 88.0) == 1.6516362549940018e38  # NumPy's float32 exp(88): never relied on
     if W == 10:
         r += ((z + 96.0) / 32.0 == 3.0).to(tl.float32) + (tl.exp2(z + 3.0) == 8.0).to(tl.float32)  # exact: kept
-    tl.store(out_ptr + tl.arange(0, 1), r)
+    tl.store(out_ptr + tl.program_id(0) + tl.arange(0, 1), r)
 
 @triton.jit
 def approx(x_ptr, o_ptr, n, OP: tl.constexpr):
@@ -529,9 +577,9 @@ def approx(x_ptr, o_ptr, n, OP: tl.constexpr):
     tl.store(o_ptr + i, y, mask=i < n)
 
 for w in range(11):
-    o = torch.zeros(1)
-    k[(1,)](o, 1.5, W=w)
-    print(w, o.item())
+    o = torch.zeros(16)
+    k[(16,)](o, 1.5, W=w)
+    print(w, "|".join(sorted({str(v) for v in o.tolist()})))
 x = torch.randn(1000) * 3
 for op in range(3):
     o1, o2 = torch.zeros(1000), torch.zeros(1000)
@@ -549,9 +597,11 @@ for op in range(3):
            "8": "0.0", "9": "0.0", "10": "2.0"}
     r = run_py(code, TCOURSE_DEVICE="cpu", MODE="grading")
     got = dict(line.split(" ", 1) for line in r.stdout.splitlines())
-    assert {k: got.get(k) for k in gpu} == gpu, (got, r.stderr[-2000:])
-    for op in ("op0", "op1", "op2"):  # the same in both runs, at most 2 ulp away, not all of them NumPy's
-        assert got.get(op) in ("True 1 True", "True 2 True"), (op, got)
+    assert "1.0" in got.get("3", "").split("|"), got  # fused in most of the 16 programs (a keyed choice)
+    assert {k: got.get(k) for k in gpu if k != "3"} == {k: v for k, v in gpu.items() if k != "3"}, (got, r.stderr[-2000:])
+    for op, most in (("op0", 2), ("op1", 4), ("op2", 2)):  # the same in both runs, a few ulp away, not all NumPy's
+        same, ulps, moved = got.get(op, "False 99 False").split()
+        assert same == moved == "True" and 1 <= int(ulps) <= most, (op, got)  # x / y is x * rcp(y): up to 4
     r = run_py(code, TCOURSE_DEVICE="cpu", MODE="notebook")
     got = dict(line.split(" ", 1) for line in r.stdout.splitlines())
     assert got["3"] == "0.0" and got["8"] == "-1.0" and got["op1"] == "True 0 False", (got, r.stderr[-2000:])

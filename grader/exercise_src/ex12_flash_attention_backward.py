@@ -207,6 +207,23 @@ FP16_SCORES = ("这个测试是 float16，q 和 k 都约为 ±25，分数可以�
                "（tl.dot 的 out_dtype 保持默认的 float32），float16 的分数只有 3 位有效数字，P 和 dS 会错几个百分点。")
 
 
+FARTHER = ("这个测试每个分数都约为 -2^20（-1e6 左右）：被遮住的位置（causal 的 j > i、超出 S 的 key）要设成 -inf"
+           "（或直接让 P 为 0），-1e6 这样的“很小的数”比真实的分数还大。分数这么大时 float32 的 lse 只精确到 0.1 左右，"
+           "所以这个测试只检查结果里没有 NaN 和 inf。")
+
+
+def _farther_q(g, shape):  # integers in [-2, 2], the first column -4096; with _farther_k every score is -2^23 + O(60)
+    q = torch.randint(-2, 3, shape, generator=g).double()
+    q[..., 0] = -4096
+    return q
+
+
+def _farther_k(g, shape):
+    k = torch.randint(-2, 3, shape, generator=g).double()
+    k[..., 0] = 2048
+    return k
+
+
 def _q8(g, shape):
     return 8 * torch.randn(shape, generator=g, dtype=torch.float64)
 
@@ -228,7 +245,7 @@ def cases(device, rng):
         shape = (b, h, s, d)
         extra = extra or {}
         tag = (" 大数值" if q_fill == "large" else "") + (" 分数低于 -1e4" if q_fill is _far_q else "")
-        tag += " q、k 约为 ±25" if q_fill is _q8 else ""
+        tag += (" q、k 约为 ±25" if q_fill is _q8 else "") + (" 分数约为 -2^20" if q_fill is _farther_q else "")
         return Case(f"B={b} H={h} S={s} D={d} {dt}" + (" causal" if causal else "") + tag
                     + "".join(f" {n}={v}" for n, v in extra.items()), dt,
                     (Tensor("q", shape, q_fill), Tensor("k", shape, k_fill), Tensor("v", shape), Tensor("do", shape)),
@@ -248,7 +265,12 @@ def cases(device, rng):
           # dots, and by 1e-3 relative on CPU (lse near -2e4 keeps about 3 decimals in float32); sm_scale exact
           one(1, 1, 17, 16, "float32", False, BIG, q_fill="large", tol=(0.5, 0.1)),
           one(1, 1, 20, 32, "float32", True, FAR, {"sm_scale": 0.125}, q_fill=_far_q, k_fill=_far_k, tol=(0.2, 0.1)),
-          one(1, 1, 40, 32, "float16", False, FP16_SCORES, q_fill=_q8, k_fill=_q8)]
+          one(1, 1, 40, 32, "float16", False, FP16_SCORES, q_fill=_q8, k_fill=_q8),
+          # finite against NaN only: lse of -2^20 holds about 0.1 in float32, a right kernel's P is off by percents
+          one(1, 1, 20, 32, "float32", True, FARTHER, {"sm_scale": 0.125}, q_fill=_farther_q, k_fill=_farther_k,
+              tol=(1e30, 0.0)),
+          one(1, 1, 20, 32, "float32", False, FARTHER, {"sm_scale": 0.125}, q_fill=_farther_q, k_fill=_farther_k,
+              tol=(1e30, 0.0))]
     long_s = sizes(rng, 65, 140, 2)
     cs += [one(1, 1, long_s[0], 16, "float32", False, LOOP, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, CAUSAL + " " + LOOP, hidden=True),
