@@ -14,11 +14,13 @@ The PTX that Triton emits for sm_90 (read 2026-12-07, Triton 3.9, ``TRITON_DEFAU
   saturates at the largest finite value (``cvt.rn.satfinite``; the interpreter truncated and wrapped 1000 to 256).
 
 A kernel could compare such a result with NumPy's value and compute the answer only when they agree: right in the
-interpreter, wrong on a GPU (a hostile round, 2026-12-07: eleven notebooks with full marks on CPU). :func:`install`
-makes the replay compute as a GPU does: fused, flushed and rounded as above, and each approximate result moved a few
-units in the last place from NumPy's by a hash of its operands and a secret seed (the same operands give the same
-value in every run of a replay, as on one GPU), so that no exact value of an approximate operation can be relied on.
-A right kernel does not notice: its tolerance is far above 2 ulp.
+interpreter, wrong on a GPU (three hostile rounds, 2026-12-07: 34 notebooks with full marks on CPU). :func:`install`
+makes the interpreter compute as a GPU does, in the grader's replay and in the learner's run under the grader: flushed
+and rounded as above; each approximate result moved a few units in the last place from NumPy's; most multiply-adds
+fused; sums, scans and a learner's combine functions in a GPU's tree orders. Where a GPU's choice depends on the
+compiler or the layout (which products fuse, which tree, which tied index), a hash of the operands, the program and a
+secret seed draws it, the same in every run of one replay, so that no single choice can be relied on. A right kernel
+does not notice: its tolerance is far above a few ulp.
 """
 from __future__ import annotations
 

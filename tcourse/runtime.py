@@ -197,10 +197,12 @@ def prepare_interpreter(grading: bool = False, float_seed: int | None = None) ->
     """What the course changes in Triton's interpreter, in the learner's notebook and in the grader's replay alike:
     one speed-up, and the places where the interpreter computed something other than a GPU build of the same kernel
     (each found by writing a kernel that takes one branch on a CPU and the other on a GPU, 2026-12-07). ``grading``
-    (the replay): bfloat16 arithmetic on values too, and float32 computed as a GPU build does (``tcourse.gpu_floats``:
-    approximate results moved by up to 2 ulp by a hash keyed with ``float_seed``, subnormals flushed, multiply-adds
-    fused, casts to bfloat16 and fp8 rounded to nearest); chapter 0 shows learners that the interpreter's bfloat16 is
-    not to be trusted, and the course runs bfloat16 only on a GPU."""
+    (the grader's replay, and the learner's notebook while the grader runs it): bfloat16 arithmetic on values too, and
+    float arithmetic as a GPU build does it (``tcourse.gpu_floats``, keyed with ``float_seed``: approximate results
+    moved within their error bound, subnormals flushed, most multiply-adds fused, GPU reduction and scan orders, casts
+    to bfloat16 and fp8 rounded to nearest), int arguments of 1 as constants, integer division by zero an error;
+    chapter 0 shows learners that the interpreter's bfloat16 is not to be trusted, and the course runs bfloat16 only
+    on a GPU."""
     skip_discarded_overflow_checks()
     round_float16_accumulators_along_k()
     float32_dots_read_tf32()
