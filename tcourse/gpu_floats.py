@@ -103,7 +103,9 @@ def install(seed: int) -> bool:
         return h.dtype.scalar == tl.float32
 
     def approximate(name, fn, ftz_in: bool, ftz_out: bool, key: int):
-        original = getattr(b, name)
+        original = getattr(b, name, None)  # (each builder method only where this Triton has it: 3.6 has fewer)
+        if original is None:
+            return
 
         def op(*args):
             if not all(f32(a) for a in args):
@@ -128,6 +130,9 @@ def install(seed: int) -> bool:
     approximate("create_sin", np.sin, True, True, 7)
     approximate("create_cos", np.cos, True, True, 8)
     for name, key in (("create_fdiv", 9), ("create_approx_divf", 10)):
+        if not hasattr(b, name):
+            continue
+
         def divide(lhs, rhs, _original=getattr(b, name), _key=key):
             if not (f32(lhs) and f32(rhs)):
                 return _original(lhs, rhs)
@@ -144,7 +149,7 @@ def install(seed: int) -> bool:
     approximate("create_erf", lambda x: erf(Handle(x.astype(np.float32), tl.float32)).data.astype(np.float64),
                 True, True, 11)
 
-    for name in ("create_floor", "create_ceil"):  # cvt.rmi.ftz / cvt.rpi.ftz
+    for name in (n for n in ("create_floor", "create_ceil") if hasattr(b, n)):  # cvt.rmi.ftz / cvt.rpi.ftz
         def rounding(arg, _original=getattr(b, name)):
             return _original(Handle(flush(arg.data), arg.dtype) if f32(arg) else arg)
         setattr(b, name, rounding)
@@ -180,7 +185,9 @@ def install(seed: int) -> bool:
     b.create_fmul, b.create_fadd, b.create_fsub = multiply, fused(fadd, 1.0), fused(fsub, -1.0)
 
     def carry(name, reshape):  # a product moved (broadcast, expand_dims, a scalar splat...) is still one
-        original = getattr(b, name)
+        original = getattr(b, name, None)
+        if original is None:
+            return
 
         def op(*args):
             out = original(*args)
@@ -196,9 +203,8 @@ def install(seed: int) -> bool:
     carry("create_expand_dims", lambda o, shape, args: o.reshape(shape))
     carry("create_reshape", lambda o, shape, args: o.reshape(shape))
     carry("create_trans", lambda o, shape, args: np.transpose(o, args[1]))
-    if hasattr(b, "create_unsplat"):
-        carry("create_unsplat", lambda o, shape, args: np.asarray(o).reshape(-1)[:1].reshape(shape))
-    fneg = b.create_fneg
+    carry("create_unsplat", lambda o, shape, args: np.asarray(o).reshape(-1)[:1].reshape(shape))
+    fneg = getattr(b, "create_fneg", None)  # Triton 3.6 negates as 0 - x: a subtraction, fused already
 
     def negate(arg):  # -(a * b) + c is fma(-a, b, c)
         out = fneg(arg)
@@ -207,12 +213,13 @@ def install(seed: int) -> bool:
             out.attr[FUSED] = (-np.asarray(a), c)
         return out
 
-    b.create_fneg = negate
+    if fneg is not None:
+        b.create_fneg = negate
 
     def operands(h):  # a value that is no product enters as value * 1: the same sum, rounded once
         return h.attr.get(FUSED, (h.data, np.ones_like(h.data)))
 
-    join, split, cat = b.create_join, b.create_split, b.create_cat
+    join, split, cat = (getattr(b, n, None) for n in ("create_join", "create_split", "create_cat"))
 
     def joined(lhs, rhs):
         out = join(lhs, rhs)
@@ -236,9 +243,15 @@ def install(seed: int) -> bool:
                 h.attr[FUSED] = (a[..., i], c[..., i])
         return outs
 
-    b.create_join, b.create_split, b.create_cat = joined, halves, concatenated
+    for name, wrapped, original in (("create_join", joined, join), ("create_split", halves, split),
+                                    ("create_cat", concatenated, cat)):
+        if original is not None:
+            setattr(b, name, wrapped)
     for name, is_max in (("create_maxnumf", True), ("create_maximumf", True), ("create_minnumf", False),
                          ("create_minimumf", False)):
+        if not hasattr(b, name):
+            continue
+
         def signed_zeros(lhs, rhs, _original=getattr(b, name), _max=is_max):
             out = _original(lhs, rhs)
             if not np.issubdtype(out.data.dtype, np.floating):
