@@ -36,6 +36,23 @@ def _fusable():
     return (tl.float16, tl.float32, tl.float64)
 
 
+def _fma64(x, y, z):
+    """x * y + z in float64 with the product's low half kept (Dekker's TwoProduct, then TwoSum): one rounding but in
+    rare double-rounding ties."""
+    def halves(v):
+        c = 134217729.0 * v  # 2^27 + 1
+        hi = c - (c - v)
+        return hi, v - hi
+
+    p = x * y
+    (xh, xl), (yh, yl) = halves(x), halves(y)
+    e = ((xh * yh - p) + xh * yl + xl * yh) + xl * yl
+    s = p + z
+    bb = s - p
+    t = (p - (s - bb)) + (z - bb)
+    return s + (t + e)
+
+
 def fma(x, y, z, dtype) -> np.ndarray:
     """x * y + z rounded once to ``dtype`` (float16, float32 or float64 operands). float16 and float32: the product is
     exact in float64, the sum is rounded to odd there (TwoSum), then to ``dtype``: one correct rounding."""
@@ -44,8 +61,8 @@ def fma(x, y, z, dtype) -> np.ndarray:
         if np.dtype(dtype) == np.float64:
             from triton.runtime import interpreter
 
-            f = getattr(interpreter._interpreter, "fma_fp64", None)
-            return f(*np.broadcast_arrays(x, y, z)) if f else x * y + z
+            f = getattr(interpreter._interpreter, "fma_fp64", None)  # Triton 3.6 has none: Dekker's exact product
+            return f(*np.broadcast_arrays(x, y, z)) if f else _fma64(x, y, z)
         p = x * y
         s = p + z
         bb = s - p

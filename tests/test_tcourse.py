@@ -129,6 +129,9 @@ for w in range(8):
     # 16 programs each: a multiply-add is fused in most of them (a keyed choice per program and operands, as LLVM
     # fuses most pairs, not all), and a user's reduction takes one of two trees
     fused = {"0": "1.0", "1": "1.0", "2": "1.0", "4": "1.0", "5": "0.0", "b2": "0.0", "b7": "0.0"}
+    from triton.runtime import interpreter
+    if not hasattr(interpreter.interpreter_builder, "create_fneg"):  # Triton 3.6 negates as 0 - x: no fneg to carry
+        del fused["b2"]
     assert all(v in got.get(key, "").split("|") for key, v in fused.items()), (got, r.stderr[-3000:])
     assert {k: got.get(k) for k in ("3", "6", "7", "8", "b0", "b1", "b4", "b5", "b6")} == {
         "3": "1.0", "6": "0.0", "7": "1.0", "8": "ERR True", "b0": "1.0", "b1": "1.0", "b4": "1.0", "b5": "0.0",

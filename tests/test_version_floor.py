@@ -78,11 +78,13 @@ def _run_chapter(env: dict, chapter: str, pins: dict) -> None:
 def test_the_replays_checks_run_on_the_floor(pins, request):
     """The replay watches the interpreter by patching its builder (grader.replay.Guard), whose methods change between
     Triton versions: 3.6's create_masked_load takes an eviction policy that 3.9's does not, and every case of every
-    CPU grade failed on 3.6 with a TypeError (found on an H100 node, 2026-12-07). The Guard's own tests, on the floor."""
+    CPU grade failed on 3.6 with a TypeError (found on an H100 node, 2026-12-07). The Guard's own tests, on the floor;
+    and the GPU float model's (tcourse.gpu_floats patched builder methods 3.6 does not have: every case failed)."""
     tests = ("interleaved_launch or steered_launch or reversed_launch or wait_nothing or leaves_nothing_patched "
-             "or look_back_chain or hints_are_checked or release_and_acquire or int_argument_of_1")
+             "or look_back_chain or hints_are_checked or release_and_acquire or int_argument_of_1 "
+             "or gpu_build_does or float32_as_a_gpu or fuses_orders")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_grader_rigor.py",
-                        "-k", tests], capture_output=True, text=True, env=request.getfixturevalue(f"{pins}_env"),
+                        "tests/test_tcourse.py", "-k", tests], capture_output=True, text=True, env=request.getfixturevalue(f"{pins}_env"),
                        cwd=ROOT, timeout=600)
     assert r.returncode == 0 and " passed" in r.stdout, r.stdout[-4000:]
 
