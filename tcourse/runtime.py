@@ -341,7 +341,6 @@ def int_arguments_of_one_are_constants() -> bool:
     Triton compiles a kernel anew for an int argument of 1 with the value folded in, so arithmetic on it is Python's
     (``stride * 2147483647 * 2`` is 4294967294, not a wrapped int32): a kernel could store only where the wrapped value
     is negative, every element in the interpreter and none on a GPU (hostile round 10, 2026-12-07)."""
-    import triton.language as tl
     from triton.runtime import interpreter
 
     convert = getattr(interpreter, "_implicit_cvt", None)
@@ -351,7 +350,8 @@ def int_arguments_of_one_are_constants() -> bool:
 
     def specialised(arg):
         if depth[0] == 0 and type(arg) is int and arg == 1:
-            return tl.constexpr(1)
+            return 1  # a plain int, as the interpreter passes a tl.constexpr parameter (tl.constexpr(1) + a block
+            # would wrap the block: range() of it failed in a right persistent loop)
         depth[0] += 1
         try:
             return convert(arg)
