@@ -115,6 +115,8 @@ def verdict_problem(name: str, spec: dict, row: dict, result: dict | None) -> st
         return f"expected {spec['passed']} passed tests: {[(t['name'], t['status']) for t in tests]}"
     if "most_passed" in spec and sum(t["status"] == "passed" for t in tests) > spec["most_passed"]:
         return f"expected at most {spec['most_passed']} passed tests: {[(t['name'], t['status']) for t in tests]}"
+    if "passes_only" in spec and any(t["status"] == "passed" and not spec["passes_only"](t["name"]) for t in tests):
+        return f"passed where it is wrong: {[(t['name'], t['status']) for t in tests]}"
     if spec.get("zero") and result["score"] != 0:
         return f"score {result['score']} != 0"
     if result["score"] >= result["max_score"]:
