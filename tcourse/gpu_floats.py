@@ -542,15 +542,14 @@ def _orders(interpreter, seed: int) -> None:
     reduce_ops.generic_reduce, scan_ops.generic_scan, scan_ops.cumprod = tree_generic_reduce, tree_generic_scan, tree_cumprod
 
 
-MMA_K = {2: 16, 1: 32, 4: 8}  # K of one MMA step by operand bytes: 16-bit, fp8, TF32
-
-
 def _dots_round_per_mma_step(b, Handle) -> None:
     """``tl.dot`` into a float32 accumulator adds K in MMA steps (16 for 16-bit operands, 8 for TF32, 32 for fp8),
     the accumulator rounded to float32 after each, as a GPU's tensor cores do; the interpreter added the whole of K
     to it at once. Each step goes through the interpreter's own dot (TF32 truncation and fp8 included)."""
     import triton.language as tl
     from triton._C.libtriton import ir
+
+    from tcourse.runtime import MMA_K
 
     dot = b.create_dot
     ieee = getattr(getattr(ir, "INPUT_PRECISION", None), "IEEE", None)

@@ -452,11 +452,11 @@ def bfloat16_arithmetic_rounds_from_float32() -> bool:
     return True
 
 
-MMA_K = 16  # the products one MMA step adds into its accumulator (float16 and bfloat16 operands, Ampere and Hopper)
+MMA_K = {2: 16, 1: 32, 4: 8}  # the products one MMA step adds into its accumulator, by operand bytes: 16-bit, fp8, TF32
 
 
 def round_float16_accumulators_along_k() -> bool:
-    """Make ``tl.dot`` into a float16 accumulator round every 16 products along K, as a GPU's MMA does; True if done.
+    """Make ``tl.dot`` into a float16 accumulator round after every MMA step along K (``MMA_K``), as a GPU does; True if done.
 
     The interpreter computes ``tl.dot(a, b, acc)`` as one NumPy matmul rounded once to ``acc``'s dtype. On a GPU, a
     float16 accumulator (``out_dtype=tl.float16``, or an ``acc`` in float16) is rounded at every MMA step, so a partial
@@ -473,11 +473,12 @@ def round_float16_accumulators_along_k() -> bool:
 
     def dot_rounding_along_k(a, b, acc, *rest):
         k = a.data.shape[-1]
-        if acc.data.dtype != np.float16 or k <= MMA_K:
+        step = MMA_K.get(a.data.dtype.itemsize, k)
+        if acc.data.dtype != np.float16 or k <= step:
             return dot(a, b, acc, *rest)
-        for k0 in range(0, k, MMA_K):
-            acc = dot(interpreter.TensorHandle(a.data[..., k0:k0 + MMA_K], a.dtype),
-                      interpreter.TensorHandle(b.data[..., k0:k0 + MMA_K, :], b.dtype), acc, *rest)
+        for k0 in range(0, k, step):
+            acc = dot(interpreter.TensorHandle(a.data[..., k0:k0 + step], a.dtype),
+                      interpreter.TensorHandle(b.data[..., k0:k0 + step, :], b.dtype), acc, *rest)
         return acc
 
     dot_rounding_along_k.__dict__.update(getattr(dot, "__dict__", {}))
