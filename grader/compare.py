@@ -346,7 +346,10 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
     if rec.get("bad_log"):
         return mk("failed", f"评分器无法重放这次调用：{str(rec['bad_log'])[:300]}")
     if rec.get("compile_error"):
-        return mk("failed", f"{str(rec['compile_error'])[:700]}。@triton.jit 函数里只能写 Triton 代码"
+        err = str(rec["compile_error"])[:700]
+        if "编译" not in err:  # it compiles but cannot launch (Replayer.launch_limits)
+            return mk("failed", f"{err}。")
+        return mk("failed", f"{err}。@triton.jit 函数里只能写 Triton 代码"
                             "（tl.*、算术、range 循环、constexpr 分支），解释器能跑的任意 Python 不算 Triton。")
     if rec.get("too_many_programs"):
         return mk("failed", f"{where}：{_too_many_programs(rec['too_many_programs'], case)}")

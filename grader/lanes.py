@@ -9,9 +9,12 @@ value another thread has not read yet).
 
 :class:`Lanes` follows one program at a time (the in-order replay): per address, the position (element of
 the access's tensor, row-major) that last stored it and the positions that loaded it since the last
-barrier. A load of an address another position stored, or a store to an address another position loaded,
-is reported. Reading back what the same position wrote is fine (the same thread on a GPU, as long as the
-two accesses have the same shape, which is how kernels write it). Within one store, two positions that put
+barrier. A load of an address another position stored, a store to an address another position loaded, or a
+plain store to an address another position stored with a plain store (which one lands is undefined) is
+reported. Reading back what the same position wrote is fine: the same thread on a GPU, as long as the two
+accesses have the same shape, so a position is its shape and its index (:meth:`Lanes.position`). A scalar
+access is its own shape: every thread of the program makes it, so it reads what one thread stored, and a
+block that reads it back after a scalar store reads one thread's value too. Within one store, two positions that put
 different values into the same address are reported too: which one lands is undefined on a GPU. An atomic
 counts as a store here (another element reading what it wrote still needs the barrier); atomics of several
 elements on one address are not a race. An atomic with release semantics (a lock released, a flag raised, a
@@ -24,15 +27,29 @@ import numpy as np
 
 
 class Lanes:
+    SHAPE = 1 << 40  # a position is shape number * SHAPE + index in that shape
+
     def __init__(self):
         self.program = None
         self.found: str | None = None
         self.releases: list = []  # (program, addresses other elements stored since the barrier) at each lock release
+        self.shapes: dict[tuple, int] = {}
         self._reset()
+
+    def position(self, shape: tuple, index: np.ndarray) -> np.ndarray:
+        """The positions of elements ``index`` (row-major) of an access of this shape: one thread each on a GPU only
+        among accesses of the same shape (a store of a [128] block and a load of a [8, 16] one get other layouts)."""
+        code = self.shapes.setdefault(tuple(shape), len(self.shapes))
+        return code * self.SHAPE + index
+
+    def _show(self, pos: int) -> str:
+        shape = next((sh for sh, c in self.shapes.items() if c == pos // self.SHAPE), None)
+        return f"{pos % self.SHAPE}（形状 {list(shape)} 的访问）" if len(self.shapes) > 1 else str(pos % self.SHAPE)
 
     def _reset(self):
         empty = np.empty(0, dtype=np.int64)
         self.s_addr, self.s_pos = empty, empty                # sorted unique addresses, the position that stored each
+        self.s_plain = np.empty(0, dtype=bool)                # whether that store was a plain one (not an atomic)
         self.l_addr, self.l_lo, self.l_hi = empty, empty, empty  # sorted unique addresses, lowest/highest loading position
 
     def barrier(self):
@@ -50,8 +67,8 @@ class Lanes:
             other = (self.s_addr[at] == addrs) & (self.s_pos[at] != pos)
             if other.any():
                 i = int(np.argmax(other))
-                self.found = (f"program {program} 里，元素 {int(pos[i])} 读取了同一个 program 的元素 {int(self.s_pos[at[i]])} "
-                              f"刚写进 {label(int(addrs[i]))} 的值，中间没有 tl.debug_barrier()")
+                self.found = (f"program {program} 里，元素 {self._show(int(pos[i]))} 读取了同一个 program 的元素 "
+                              f"{self._show(int(self.s_pos[at[i]]))} 刚写进 {label(int(addrs[i]))} 的值，中间没有 tl.debug_barrier()")
         a = np.concatenate([self.l_addr, addrs])
         lo = np.concatenate([self.l_lo, pos])
         hi = np.concatenate([self.l_hi, pos])
@@ -60,7 +77,8 @@ class Lanes:
         self.l_addr, first = np.unique(a, return_index=True)
         self.l_lo, self.l_hi = np.minimum.reduceat(lo, first), np.maximum.reduceat(hi, first)
 
-    def store(self, program, addrs: np.ndarray, pos: np.ndarray, label) -> None:
+    def store(self, program, addrs: np.ndarray, pos: np.ndarray, label, plain: bool = True) -> None:
+        """A store (``plain``) or an atomic's write: atomics of several elements on one address are no race."""
         self._enter(program)
         if self.found is None and self.l_addr.size:
             at = np.clip(np.searchsorted(self.l_addr, addrs), 0, self.l_addr.size - 1)
@@ -68,12 +86,21 @@ class Lanes:
             if other.any():
                 i = int(np.argmax(other))
                 reader = int(self.l_lo[at[i]]) if int(self.l_lo[at[i]]) != int(pos[i]) else int(self.l_hi[at[i]])
-                self.found = (f"program {program} 里，元素 {int(pos[i])} 改写了 {label(int(addrs[i]))}，同一个 program 的"
-                              f"元素 {reader} 在这之前读过它，中间没有 tl.debug_barrier()")
+                self.found = (f"program {program} 里，元素 {self._show(int(pos[i]))} 改写了 {label(int(addrs[i]))}，同一个 "
+                              f"program 的元素 {self._show(reader)} 在这之前读过它，中间没有 tl.debug_barrier()")
+        if self.found is None and plain and self.s_addr.size:
+            at = np.clip(np.searchsorted(self.s_addr, addrs), 0, self.s_addr.size - 1)
+            other = (self.s_addr[at] == addrs) & (self.s_pos[at] != pos) & self.s_plain[at]
+            if other.any():
+                i = int(np.argmax(other))
+                self.found = (f"program {program} 里，元素 {self._show(int(pos[i]))} 和同一个 program 的元素 "
+                              f"{self._show(int(self.s_pos[at[i]]))} 先后写了 {label(int(addrs[i]))}，中间没有 tl.debug_barrier()："
+                              "GPU 上这两个线程没有先后，留下哪个值没有定义")
         a = np.concatenate([addrs, self.s_addr])  # this store first: np.unique keeps its position
         p = np.concatenate([pos, self.s_pos])
+        kinds = np.concatenate([np.full(addrs.size, plain), self.s_plain])
         self.s_addr, first = np.unique(a, return_index=True)
-        self.s_pos = p[first]
+        self.s_pos, self.s_plain = p[first], kinds[first]
 
     def one_store(self, program, addrs: np.ndarray, pos: np.ndarray, values: np.ndarray, label) -> None:
         """One store whose elements put different values into the same address: on a GPU its threads store in
@@ -87,7 +114,8 @@ class Lanes:
         clash = (a[1:] == a[:-1]) & (v[1:] != v[:-1])
         if clash.any():
             i = int(np.argmax(clash))
-            self.found = (f"program {program} 里，同一条 tl.store 的元素 {int(pos[order[i]])} 和元素 {int(pos[order[i + 1]])} "
+            self.found = (f"program {program} 里，同一条 tl.store 的元素 {self._show(int(pos[order[i]]))} 和元素 "
+                          f"{self._show(int(pos[order[i + 1]]))} "
                           f"把不同的值写进同一个 {label(int(a[i]))}：GPU 上这些线程没有先后，留下哪个值没有定义")
 
     def release(self, program, pos: np.ndarray, linear: int) -> None:
@@ -115,6 +143,6 @@ class Lanes:
     def take(self) -> str | None:
         """The first race seen since the last call (then forgotten, with the records)."""
         found, self.found, self.program = self.found, None, None
-        self.releases = []
+        self.releases, self.shapes = [], {}
         self._reset()
         return found

@@ -95,6 +95,7 @@ class Guard:
         self.saw_atomics = False  # whether a launch of the current run made an atomic access (race() sets it)
         self.hot = None         # the steered launch's shared addresses (set by interleave.launch)
         self.lanes = lanes.Lanes()  # in order only: elements of one program passing values without a barrier
+        self.element_order = np.random.default_rng()  # the turns of one atomic's elements on one address
         self.in_order = spin.InOrder()  # in order only: a program's spin reads (a new one for each launch)
         self.undefined: list = []  # in order only: (lo, hi, written bytes) of memory nothing wrote before the run
         self.undefined_read: str | None = None  # the first read of a byte there that no write had covered yet
@@ -137,16 +138,17 @@ class Guard:
         def atomic_now():  # (sem, scope) when this load or store is tl.atomic_load/store/poll's, else None
             return getattr(self.as_atomic, "sem", None)
 
-        def in_order(access, ptrs, mask, value=None, releases=False):  # the lanes of the running program (in order)
+        def in_order(access, ptrs, mask, value=None, releases=False, **kw):  # the lanes of the running program (in order)
             if self.interleaving is None and self.ranges:
                 np = self.np
-                pos = np.arange(ptrs.data.size) if mask is None else np.flatnonzero(np.asarray(mask.data).astype(bool))
+                index = np.arange(ptrs.data.size) if mask is None else np.flatnonzero(np.asarray(mask.data).astype(bool))
+                pos = self.lanes.position(np.shape(ptrs.data), index)
                 program, addrs = tuple(int(v) for v in b.grid_idx), self.addresses(ptrs, mask).astype(np.int64)
                 if releases:  # before its own write is recorded: the stores of the other elements
                     self.lanes.release(program, pos, self.linear(program))
-                access(program, addrs, pos, self.label)
+                access(program, addrs, pos, self.label, **kw)
                 if value is not None:  # a store: its elements may not put different values into one address
-                    values = np.broadcast_to(np.asarray(value.data), np.asarray(ptrs.data).shape).ravel()[pos]
+                    values = np.broadcast_to(np.asarray(value.data), np.asarray(ptrs.data).shape).ravel()[index]
                     self.lanes.one_store(program, addrs, pos, values, self.label)
 
         def poison(ptrs):  # what a masked-off lane of a load without other= holds: undefined on a GPU, not 0
@@ -188,7 +190,8 @@ class Guard:
                 self.note(ptrs, mask, b, "原子操作", ("aw", *atomic))
             else:
                 self.note(ptrs, mask, b, "写入", ("w",))
-            in_order(self.lanes.store, ptrs, mask, value, releases=bool(atomic) and atomic[0] in ordering.RELEASES)
+            in_order(self.lanes.store, ptrs, mask, value, releases=bool(atomic) and atomic[0] in ordering.RELEASES,
+                     plain=not atomic)
             result = store(ptrs, value, mask, *args, **kw)
             seen("store", ptrs, None)
             touched(hot, False, True)
@@ -216,17 +219,35 @@ class Guard:
             names = sem_of(sem, scope)
             self.note(ptr, mask, b, "原子操作", ("arw", *names))
             # to the other elements: a write like a store; with release semantics, what they stored goes out first
-            in_order(self.lanes.store, ptr, mask, releases=names[0] in ordering.RELEASES)
-            result = seen(f"rmw{op}", ptr, rmw(op, ptr, val, mask, sem, scope))
+            in_order(self.lanes.store, ptr, mask, releases=names[0] in ordering.RELEASES, plain=False)
+            result = seen(f"rmw{op}", ptr, any_order_rmw(op, ptr, val, mask, sem, scope))
             touched(hot, True, True)  # it reads too: another program may come between it and the next access
             return result
+
+        def any_order_rmw(op, ptr, val, mask, sem, scope):
+            """The interpreter applies one atomic's elements in element order; on a GPU the elements that hit one
+            address take turns in no set order (what each gets back depends on it): here in a random order."""
+            np = self.np
+            p = np.asarray(ptr.data)
+            live = p.ravel() if mask is None else p.ravel()[np.broadcast_to(np.asarray(mask.data), p.shape).ravel().astype(bool)]
+            if p.size < 2 or np.unique(live).size == live.size:
+                return rmw(op, ptr, val, mask, sem, scope)
+            order = self.element_order.permutation(p.size)
+
+            def shuffled(h):
+                return None if h is None else I.TensorHandle(
+                    np.ascontiguousarray(np.broadcast_to(np.asarray(h.data), p.shape).ravel()[order].reshape(p.shape)), h.dtype)
+            out = rmw(op, shuffled(ptr), shuffled(val), shuffled(mask), sem, scope)
+            back = np.empty_like(np.asarray(out.data).ravel())
+            back[order] = np.asarray(out.data).ravel()
+            return I.TensorHandle(back.reshape(p.shape), out.dtype)
 
         def atomic_cas(ptr, cmp, val, sem, scope):
             hot = shared(ptr, None)
             step()
             names = sem_of(sem, scope)
             self.note(ptr, None, b, "原子操作", ("arw", *names))
-            in_order(self.lanes.store, ptr, None, releases=names[0] in ordering.RELEASES)
+            in_order(self.lanes.store, ptr, None, releases=names[0] in ordering.RELEASES, plain=False)
             result = seen("cas", ptr, cas(ptr, cmp, val, sem, scope))
             touched(hot, True, True)
             return result
@@ -581,15 +602,35 @@ class Replayer:
             # as a GPU launch specialises it (a constant): that must compile too
             for specialize in (False, True) if ones else (False,):
                 try:
-                    compile_for_sm90(kernel, *runtime, num_warps=options.get("num_warps", 4),
-                                     num_stages=options.get("num_stages", 3), specialize=specialize, **consts)
+                    report = compile_for_sm90(kernel, *runtime, num_warps=options.get("num_warps", 4),
+                                              num_stages=options.get("num_stages", 3), specialize=specialize, **consts)
                 except Exception as e:  # the compiler's message is the learner's feedback
                     lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
                     when = f"（参数 {'、'.join(ones)} 等于 1 时：GPU 启动把等于 1 的整数参数当常量编译）" if specialize else ""
                     self.compiled[key] = (f"kernel {name} 不能为真实的 GPU（sm_90）编译{when}："
                                           + " | ".join(lines[-4:])[-600:])
                     break
+                self.compiled[key] = self.launch_limits(name, report)
+                if self.compiled[key]:
+                    break
         return self.compiled[key]
+
+    @staticmethod
+    def launch_limits(name: str, report) -> str | None:
+        """What keeps a kernel that compiles for sm_90 from launching there (Triton's launcher raises OutOfResources):
+        more shared memory than a program may have, more than 1024 threads, more registers than an SM holds."""
+        from tcourse.compile_info import H100_SMEM_LIMIT
+
+        threads = 32 * report.num_warps
+        if not report.fits_sm90:
+            return (f"kernel {name} 在 sm_90 上要 {report.shared_bytes} B 共享内存，超过一个 program 的上限 {H100_SMEM_LIMIT} B："
+                    "GPU 上启动时报 OutOfResources（减小块大小或 num_stages）")
+        if threads > 1024:
+            return f"kernel {name} 用 num_warps={report.num_warps}，一个 program {threads} 个线程，超过 GPU 的上限 1024：启动时报错"
+        if report.registers and report.registers * threads > 65536:
+            return (f"kernel {name} 每个线程用 {report.registers} 个寄存器，{threads} 个线程共 {report.registers * threads} 个，"
+                    "超过一个 SM 的 65536 个：GPU 上启动时报 OutOfResources")
+        return None
 
     # ----- one case -----
     def fresh_buffers(self, case: dict) -> tuple[dict, dict, dict]:

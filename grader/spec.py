@@ -66,6 +66,8 @@ FILLS: dict[str, Callable] = {
     "halves": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64)
     + 100 * torch.where(torch.arange(shape[-1]) < shape[-1] // 2, 1.0, -1.0).double(),
     "near_100": lambda g, shape: 100 + torch.randn(shape, generator=g, dtype=torch.float64),
+    # about +-1e6: nineteen values in twenty past float16's 65504, which float32 (and TF32) hold
+    "past_float16": lambda g, shape: 1e6 * torch.randn(shape, generator=g, dtype=torch.float64),
     "signed_zeros": _signed_zeros,
     # about +3000 in the first half of the rows (first dimension) and -3000 in the second: sums down a column pass
     # float16's 65504 after 22 rows, the column's total is small
@@ -79,6 +81,9 @@ FILLS: dict[str, Callable] = {
 # step along K, so a result near 0 carries an error of a few units in any float32 accumulation order (a float16
 # accumulator or a float16 dot result overflows to inf instead)
 HALVES_TOL = (8.0, 1e-2)
+# the tolerance of a float32 case with a "past_float16" operand: a right kernel's TF32 products are off by about 1e-3 of
+# sum(|a||b|), some 1e4 at 1e6 times randn; a value that passed through float16 anywhere is inf or NaN instead
+PAST_FLOAT16_TOL = (1e5, 5e-2)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,10 @@ The PTX that Triton emits for sm_90 (read 2026-12-07, Triton 3.9, ``TRITON_DEFAU
   ``tl.ceil`` (``cvt.rmi.ftz``) and ``atom.add.f32`` (its input).
 - a multiply that feeds an add or a subtract is one ``fma.rn.f32``;
 - ``x % y`` is ``fma(-trunc(x / y), y, x)`` with a correctly rounded divide;
-- float32 to bfloat16 rounds to nearest even (the interpreter truncated), and to fp8 rounds to nearest even and
-  saturates at the largest finite value (``cvt.rn.satfinite``; the interpreter truncated and wrapped 1000 to 256).
+- ``tl.clamp`` is ``max`` then ``min``, each ordering -0 below +0 as ``max.f32``/``min.f32`` do (NumPy's ``fmax`` does not);
+- float32, float16 and float64 to bfloat16 round to nearest even (the interpreter truncated, and from float64 gave
+  0.0 for 1.0078); any float to fp8 rounds to nearest even and saturates at the largest finite value
+  (``cvt.rn.satfinite``; the interpreter truncated and wrapped 1000 to 256, from bfloat16 too).
 
 A kernel could compare such a result with NumPy's value and compute the answer only when they agree: right in the
 interpreter, wrong on a GPU (three hostile rounds, 2026-12-07: 34 notebooks with full marks on CPU). :func:`install`
@@ -279,6 +281,18 @@ def install(seed: int) -> bool:
                 out = Handle(np.where(both, np.where(neg, -0.0, 0.0).astype(out.data.dtype), out.data), out.dtype)
             return out
         setattr(b, name, signed_zeros)
+    clampf = b.create_clampf
+
+    def clamp(arg, lo, hi, *rest):  # max.f32 then min.f32: -0 below +0 in both (NumPy's fmax(+0, -0) is -0)
+        out = clampf(arg, lo, hi, *rest)
+        if not np.issubdtype(out.data.dtype, np.floating) or not (out.data == 0).any():
+            return out
+        x, low, high = np.broadcast_arrays(arg.data, lo.data, hi.data)
+        up = np.where((x == 0) & (low == 0), np.where(np.signbit(x) & np.signbit(low), -0.0, 0.0), np.fmax(x, low))
+        r = np.where((up == 0) & (high == 0), np.where(np.signbit(up) | np.signbit(high), -0.0, 0.0), np.fmin(up, high))
+        return Handle(np.where(out.data == 0, r.astype(out.data.dtype), out.data), out.dtype)
+
+    b.create_clampf = clamp
     _orders(interpreter, seed)
     _dots_round_per_mma_step(b, Handle)
 
@@ -305,6 +319,19 @@ def install(seed: int) -> bool:
 
     b.create_atomic_rmw = atomic_rmw
     interpreter._convert_float = _rounding_convert(interpreter._convert_float)
+    cast = b.cast_impl
+
+    def cast_with_bfloat16(src, dst_type):  # the interpreter casts bfloat16's bits as a number except to/from float32
+        s, d = src.dtype.scalar, dst_type.scalar
+        if tl.bfloat16 not in (s, d) or s == d or {s, d} == {tl.float32, tl.bfloat16}:
+            return cast(src, dst_type)
+        x = _as_f64(src.data, s)
+        x = np.asarray(src.data, dtype=np.float64) if x is None else x
+        if d == tl.bfloat16:  # cvt.rn.bf16.f64 / .f16, and from integers: rounded once
+            return Handle(interpreter._convert_float(_to_odd_float32(x), tl.float32, tl.bfloat16, None).view(np.uint16), d)
+        return cast(Handle(x, tl.float64), dst_type)
+
+    b.cast_impl = cast_with_bfloat16
     b.gpu_floats = True
     return True
 
@@ -339,6 +366,29 @@ def _round_to_table(x: np.ndarray, values: np.ndarray, codes: np.ndarray, nan_co
     return np.where(np.isnan(x), np.uint8(nan_code), out).astype(np.uint8)
 
 
+def _as_f64(data, dtype) -> np.ndarray | None:
+    """The values of a float16, bfloat16 (held as its bits), float32 or float64 array, exactly, in float64."""
+    import triton.language as tl
+
+    if dtype == tl.float32:
+        return np.frombuffer(np.ascontiguousarray(data).tobytes(), dtype=np.float32).astype(np.float64).reshape(np.shape(data))
+    if dtype in (tl.float16, tl.float64):
+        return np.asarray(data, dtype=np.float64)
+    if dtype == tl.bfloat16:
+        return (np.ascontiguousarray(data).view(np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return None
+
+
+def _to_odd_float32(x: np.ndarray) -> np.ndarray:
+    """float64 to float32 rounded to odd (toward zero, the last bit set when inexact): rounding that to a narrower
+    format rounds the float64 value once, as the GPU's cvt.rn from float64 or float16 does."""
+    with np.errstate(all="ignore"):
+        r = x.astype(np.float32)
+        r = np.where(np.abs(r.astype(np.float64)) > np.abs(x), np.nextafter(r, np.float32(0)), r).astype(np.float32)
+        inexact = (r.astype(np.float64) != x) & ~np.isnan(x)
+    return np.where(inexact, (r.view(np.uint32) | 1).view(np.float32), r)
+
+
 def _rounding_convert(original):
     import triton.language as tl
     from triton.runtime import interpreter
@@ -346,20 +396,15 @@ def _rounding_convert(original):
     tables = {tl.float8e4nv: (_fp8_table(4, 7, {0x7F}), 0x7F), tl.float8e5: (_fp8_table(5, 15, {0x7C, 0x7D, 0x7E, 0x7F}), 0x7F)}
     rtz = getattr(getattr(interpreter._ir, "ROUNDING_MODE", None), "RTZ", None)
 
-    def as_f64(data, dtype) -> np.ndarray | None:
-        if dtype == tl.float32:
-            return np.frombuffer(np.ascontiguousarray(data).tobytes(), dtype=np.float32).astype(np.float64).reshape(data.shape)
-        if dtype == tl.float16:
-            return np.asarray(data, dtype=np.float64)
-        return None
-
     def convert(data, src, dst, rounding_mode):
+        if dst == tl.bfloat16 and src in (tl.float16, tl.float64) and rounding_mode != rtz:
+            data, src = _to_odd_float32(_as_f64(data, src)), tl.float32
         if dst == tl.bfloat16 and src == tl.float32 and rounding_mode != rtz:
             u = np.ascontiguousarray(data).view(np.uint32).astype(np.uint64)
             r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
             return np.where(np.isnan(np.ascontiguousarray(data).view(np.float32)), ((u >> 16) | 0x40).astype(np.uint16),
                             r).reshape(np.shape(data))
-        if dst in tables and (x := as_f64(data, src)) is not None:
+        if dst in tables and (x := _as_f64(data, src)) is not None:
             (values, codes), nan_code = tables[dst]
             return _round_to_table(x, values, codes, nan_code, rounding_mode == rtz).reshape(np.shape(data))
         return original(data, src, dst, rounding_mode)

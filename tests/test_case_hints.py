@@ -125,8 +125,12 @@ CLAIMS = {
     and (4096 * 2048 - 4 * (_dim(c, "q", 3) - 1)) * 0.125 > 1e6,
     ("ex12_flash_attention_backward", "FP16_SCORES"): lambda c, blk: c.dtype == "float16"
     and _fill(c, "q").__name__ == "_q8" and _fill(c, "k").__name__ == "_q8",
-    ("dr09_histogram", "BINS16"): lambda c, blk: c.scalars["n_bins"] > 32767,
-    ("dr04_gather", "ROWS16"): lambda c, blk: _dim(c, "table", 0) > 32767,
+    # float32 with 1e6 * randn in the operand the hint names: most values past float16's 65504
+    **{(ex, "RANGE"): (lambda name: lambda c, blk: c.dtype == "float32" and _fill(c, name) == "past_float16")(name)
+       for ex, name in (("ex03_matmul", "a"), ("ex11_persistent_matmul", "a"), ("dr07_batched_dot", "a"),
+                        ("ex07_flash_attention", "v"), ("ex12_flash_attention_backward", "do"))},
+    ("dr09_histogram", "BINS16"): lambda c, blk: c.scalars["n_bins"] > 65535,
+    ("dr04_gather", "ROWS16"): lambda c, blk: _dim(c, "table", 0) > 65535,
     ("ex07_flash_attention", "ZERO"): lambda c, blk: c.scalars["sm_scale"] == 0.0,
     ("ex12_flash_attention_backward", "ZERO"): lambda c, blk: c.scalars["sm_scale"] == 0.0,
     ("ex04_group_m_swizzle", "GM1"): lambda c, blk: c.scalars["GROUP_M"] == 1 and c.scalars["num_pid_m"] > 1,

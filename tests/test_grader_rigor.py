@@ -998,6 +998,55 @@ def test_one_store_putting_different_values_into_one_address_is_a_lane_race():
     assert found([3, 3], np.float32([np.nan, np.nan])) is None  # the same bits
 
 
+def test_lanes_of_other_shapes_scalars_and_two_plain_stores_are_races():
+    """Hostile round 12 (2026-12-07): a [128] store read back as a [8, 16] block (other layouts: other threads), a
+    scalar load of what element 0 stored (every thread loads it), and two plain stores of one address from two
+    elements (which lands is undefined) passed the lanes check. Atomics of several elements on one address, and the
+    same element reading back its own store, stay no race."""
+    import numpy as np
+
+    from grader.lanes import Lanes
+
+    def run(*accesses):
+        lanes, label = Lanes(), (lambda a: f"out[{a}]")
+        for kind, shape, addrs in accesses:
+            addrs = np.array(addrs, dtype=np.int64)
+            pos = lanes.position(shape, np.arange(addrs.size))
+            if kind == "load":
+                lanes.load((0, 0, 0), addrs, pos, label)
+            else:
+                lanes.store((0, 0, 0), addrs, pos, label, plain=kind == "store")
+        return lanes.take()
+
+    four = [10, 11, 12, 13]
+    assert run(("store", (4,), four), ("load", (4,), four)) is None
+    assert "形状" in run(("store", (4,), four), ("load", (2, 2), four))
+    assert "out[10]" in run(("store", (4,), four), ("load", (), [10]))
+    assert run(("store", (), [10]), ("load", (), [10])) is None
+    assert "先后写了 out[10]" in run(("store", (4,), four[::-1]), ("store", (4,), four))
+    assert run(("store", (4,), four), ("store", (4,), four)) is None
+    assert run(("atomic", (4,), [10, 10, 11, 11]), ("atomic", (4,), [11, 10, 10, 11])) is None
+
+
+def test_a_kernel_that_compiles_but_cannot_launch_on_sm90_is_refused():
+    """Hostile round 12: a kernel needing 262144 B of shared memory (a [64, 2048] x [2048, 64] dot) and one launched
+    with num_warps=64 compile for sm_90, but Triton's launcher raises OutOfResources there; the interpreter ran both."""
+    from types import SimpleNamespace
+
+    from grader.replay import Replayer
+    from tcourse.compile_info import H100_SMEM_LIMIT
+
+    def report(shared=0, warps=4, registers=32):
+        return SimpleNamespace(shared_bytes=shared, num_warps=warps, registers=registers,
+                               fits_sm90=shared <= H100_SMEM_LIMIT)
+
+    assert Replayer.launch_limits("k", report()) is None
+    assert Replayer.launch_limits("k", report(H100_SMEM_LIMIT, 32, 64)) is None
+    assert "262144 B" in Replayer.launch_limits("k", report(262144))
+    assert "2048 个线程" in Replayer.launch_limits("k", report(warps=64))
+    assert "65536" in Replayer.launch_limits("k", report(warps=16, registers=255))
+
+
 def test_kernel_source_takes_one_definition_per_name_and_constant_defaults():
     """The replay runs the top-level kernel of each launched name: a second definition of that name (redefined after
     the wrapper bound the first, or nested in a helper) is refused; defaults may be constant expressions and

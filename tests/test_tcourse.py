@@ -527,7 +527,8 @@ def test_the_replay_computes_float32_as_a_gpu_build_does():
     """Hostile round 9 (2026-12-07): eleven kernels told the interpreter from a GPU by a float result and scored full
     marks on CPU. In the replay (prepare_interpreter(grading=True)) each detector now reads what sm_90 code computes
     (the PTX Triton emits: ex2/sqrt/rsqrt .ftz, fma.rn.f32 for a multiply-add, frem as div.rn + cvt.rzi + fma,
-    cvt.rn.bf16.f32, cvt.rn.satfinite.e4m3x2.f32, cvt.rmi.ftz); approximate results move by at most 2 ulp, the
+    cvt.rn.bf16.f32, cvt.rn.satfinite.e4m3x2.f32, cvt.rmi.ftz; round 12: cvt.rn.bf16.f64, fp8 from bfloat16, a clamp of
+    signed zeros); approximate results move by at most 2 ulp, the
     same operands giving the same value in two runs; a learner's notebook (grading=False) keeps NumPy's values."""
     code = r"""
 import os
@@ -565,6 +566,12 @@ def k(out_ptr, a, W: tl.constexpr):
         r += tl.exp(z + 88.0) == 1.6516362549940018e38  # NumPy's float32 exp(88): never relied on
     if W == 10:
         r += ((z + 96.0) / 32.0 == 3.0).to(tl.float32) + (tl.exp2(z + 3.0) == 8.0).to(tl.float32)  # exact: kept
+    if W == 11:
+        r += (z.to(tl.float64) + 1.0039072036743164).to(tl.bfloat16).to(tl.float32) * 128  # cvt.rn.bf16.f64: 1.0078125
+    if W == 12:
+        r += (z + 1000.0).to(tl.bfloat16).to(tl.float8e4nv).to(tl.float32)  # from bfloat16 too: satfinite, 448
+    if W == 13:
+        r += tl.where(1.0 / tl.clamp(-z, z, z + 1.0) > 0, 1.0, 0.0)  # max(-0, +0) is +0 on sm_90
     tl.store(out_ptr + tl.program_id(0) + tl.arange(0, 1), r)
 
 @triton.jit
@@ -579,7 +586,7 @@ def approx(x_ptr, o_ptr, n, OP: tl.constexpr):
         y = tl.sqrt(tl.abs(x))
     tl.store(o_ptr + i, y, mask=i < n)
 
-for w in range(11):
+for w in range(14):
     o = torch.zeros(16)
     k[(16,)](o, 1.5, W=w)
     print(w, "|".join(sorted({str(v) for v in o.tolist()})))
@@ -597,7 +604,7 @@ for op in range(3):
     print(f"op{op}", bool((o1 == o2).all()), int(ulps.max()), bool((ulps > 0).any()))
 """
     gpu = {"0": "0.0", "1": "0.0", "2": "1.0", "3": "1.0", "4": "256.0", "5": "16.0", "6": "448.0", "7": "129.0",
-           "8": "0.0", "9": "0.0", "10": "2.0"}
+           "8": "0.0", "9": "0.0", "10": "2.0", "11": "129.0", "12": "448.0", "13": "1.0"}
     r = run_py(code, TCOURSE_DEVICE="cpu", MODE="grading")
     got = dict(line.split(" ", 1) for line in r.stdout.splitlines())
     assert "1.0" in got.get("3", "").split("|"), got  # fused in most of the 16 programs (a keyed choice)

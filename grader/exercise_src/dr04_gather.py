@@ -85,7 +85,8 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "n 或 D 不是块大小的整数倍：读 idx 要 mask=rows < n；读表和写 out 的 mask 是 (rows[:, None] < n) & (cols[None, :] < D)。"
 EXACT = "n、D 正好是块大小的整数倍或差 1：grid 用 triton.cdiv，块之间不重叠也不留空。"
 WIDE = "D 比 BLOCK_D 大：grid 的第二维是 triton.cdiv(D, BLOCK_D)，每个 program 只负责 BLOCK_D 列。"
-ROWS16 = "表有 4 万行：下标和行偏移用读进来的 int32 算，不要转成 int16（32768 以上会变成负数，读到表前面去）。"
+ROWS16 = ("表有 7 万行：下标和行偏移用读进来的 int32 算，不要转成 16 位整数（int16 在 32768 以上变成负数，"
+          "uint16 在 65536 以上从 0 重来，都读到别的行去）。")
 STRIDE = "表的行之间有空隙：第 src 行的起点是 src * table.stride(0)，不是 src * D。"
 TSTRIDE = "表是转置视图（table.stride() == (1, V)）：地址是 src * table.stride(0) + cols * table.stride(1)，列方向也要乘 stride。"
 OUT = "out 行间有空隙：写 out 的地址用 rows * out.stride(0) + cols * out.stride(1)，不要用 D 和 1。"
@@ -124,7 +125,7 @@ def cases(device, rng):
           one(50, 33, 40, "float32", public=True, fill="signed_zeros"), one(30, 100, 17, "float32", hint=WIDE, public=True),
           one(20, 40, 33, "float32", "padded", STRIDE), one(25, 20, 50, "float16", public=True),
           one(30, 40, 25, "float32", "transposed", TSTRIDE, public=True), one(30, 40, 25, "float32", hint=OUT, out="padded"),
-          one(40, 50, 70, "float32", hint=BLOCKS, blocks=(64, 16)), one(40_000, 4, 300, "float32", hint=ROWS16)]
+          one(40, 50, 70, "float32", hint=BLOCKS, blocks=(64, 16)), one(70_000, 4, 300, "float32", hint=ROWS16)]
     n, d = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(*sizes(rng, 100, 1000, 1), d, n, "float32", hidden=True),
            one(*sizes(rng, 20, 200, 1), *sizes(rng, 65, 200, 2), "float32", "padded", STRIDE, hidden=True),

@@ -91,7 +91,7 @@ def batched_dot(a, b, out=None):
 from grader import selfcheck
 selfcheck.check("dr07_batched_dot", globals())
 # %% id=dr07-grading role=grading
-from grader.spec import HALVES_TOL, Case, Exercise, Tensor, sizes
+from grader.spec import HALVES_TOL, PAST_FLOAT16_TOL, Case, Exercise, Tensor, sizes
 
 TAIL = "M、N、K 有的比块小（块是至少 16 的 2 的幂）：a 块按 M、K mask，b 块按 K、N mask（都 other=0.0），写回按 M、N mask。"
 SMALL_K = "float16 输入、K 只有 5：BLOCK_K 仍要至少 16（tl.dot 对 16 位输入的要求，GPU 上编译不过就记错）。"
@@ -105,6 +105,8 @@ CANCEL = ("float16 输入，a 的前一半列约 +100、后一半约 -100，b �
 TAG = {"padded": "有空隙", "transposed": "是转置视图", "transposed_padded": "是有空隙的矩阵的转置", "step2": "最后一维隔一个取"}
 
 
+RANGE = ("float32 输入，a 约为 ±1e6（大多超过 float16 的最大值 65504），结果也一样大：float32 的 a、b 直接交给 tl.dot，"
+         "不要先转成 float16（会变成 inf）；结果按 out 的 dtype 写回，也不要经过 float16。")
 MANY_BATCHES = ("533 个批次，比 GPU 上常用的 program 数（132、4 × 132 = 528）多，也不是它们的整数倍：grid 就是 (B,)，"
                 "每个批次一个 program；持久化写法也要让每个批次都有 program 处理（按 b += tl.num_programs(0) 循环）。")
 
@@ -113,6 +115,7 @@ def cases(device, rng):
     def one(bs, m, n, k, dt, hint=TAIL, a="contig", b="contig", out="contig", fills=("randn", "randn"), **kw):
         tags = "".join(f" {name} {TAG[lay]}" for name, lay in (("a", a), ("b", b), ("out", out)) if lay != "contig")
         tags += " a 前半 +100 后半 -100、b 约 100" if fills[0] == "halves" else ""
+        tags += " a 约为 ±1e6" if fills[0] == "past_float16" else ""
         return Case(f"B={bs} M={m} N={n} K={k} {dt}{tags}", dt,
                     (Tensor("a", (bs, m, k), fills[0], a), Tensor("b", (bs, k, n), fills[1], b)), call=("a", "b"),
                     outputs=(Tensor("out", (bs, m, n), layout=out),), hint=hint, **kw)
@@ -123,7 +126,8 @@ def cases(device, rng):
           one(3, 20, 24, 17, "float32", STRIDE, a="transposed", b="padded", public=True),
           one(4, 24, 20, 30, "float16", STRIDE, b="transposed", out="padded"), one(3, 5, 7, 5, "float16", SMALL_K),
           one(2, 9, 12, 40, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL),
-          one(533, 2, 3, 2, "float32", MANY_BATCHES)]
+          one(533, 2, 3, 2, "float32", MANY_BATCHES),
+          one(3, 20, 24, 33, "float32", RANGE, fills=("past_float16", "randn"), tol=PAST_FLOAT16_TOL)]
     cs += [one(rng.randint(9, 20), *sizes(rng, 33, 64, 3), "float32", BLOCKS, hidden=True),
            one(rng.randint(5, 12), *sizes(rng, 2, 31, 3), "float32", TAIL, hidden=True),
            one(rng.randint(5, 12), *sizes(rng, 17, 64, 3), "float16", TAIL, hidden=True),

@@ -118,7 +118,7 @@ rows = rt.live_or_recorded("ex03_matmul_config_sweep", config_sweep, what="matmu
 for row in rows or []:
     print(f"{row['config']:<36} triton {row['triton_TFLOPs']:6.1f} TFLOP/s   torch {row['torch_TFLOPs']:6.1f} TFLOP/s")
 # %% id=ex03-grading role=grading
-from grader.spec import HALVES_TOL, Case, Exercise, Tensor, near_multiples, sizes
+from grader.spec import HALVES_TOL, PAST_FLOAT16_TOL, Case, Exercise, Tensor, near_multiples, sizes
 
 TAIL = "M/N/K 不是块大小的整数倍：A、B 的 tl.load 要按 M/N 和 K 两个方向 mask（other=0.0），C 的 tl.store 按 M/N mask。"
 STRIDE = "这个测试的输入不是连续存放的：指针偏移必须用 a.stride(0)/a.stride(1)/b.stride(0)/b.stride(1)，不要假设 stride。"
@@ -142,6 +142,10 @@ GROUPS = ("M=1100、N=140：行方向的 tile 数（BLOCK_M=32 时 35 个，64 �
           "按组排 tile 时最后一组不满：group_size_m = min(num_pid_m - first_pid_m, GROUP_M)，不能是 min(num_pid_m, GROUP_M)。")
 
 
+RANGE = ("float32 输入，a 约为 ±1e6（大多超过 float16 的最大值 65504），结果也一样大：float32 的 a、b 直接交给 tl.dot，"
+         "不要先转成 float16（会变成 inf）；结果按 out 的 dtype 写回，也不要经过 float16。")
+
+
 def cases(device, rng):
     def one(m, n, k, dt, a_layout="contig", b_layout="contig", hint=TAIL, fill="randn", out_layout="contig", blocks=None,
             **kw):
@@ -150,6 +154,7 @@ def cases(device, rng):
         a_fill, b_fill = fill if isinstance(fill, tuple) else (fill, fill)
         tag = lay[a_layout].format("a") + lay[b_layout].format("b") + (" 全正" if fill == "positive" else "")
         tag += " a 前半 +100 后半 -100、b 约 100" if a_fill == "halves" else ""
+        tag += " a 约为 ±1e6" if a_fill == "past_float16" else ""
         tag += lay[out_layout].format("out")
         scalars, kwargs = {}, ()
         if blocks:
@@ -171,7 +176,8 @@ def cases(device, rng):
           one(30, 40, 35, "float16", out_layout="transposed", hint=OSTRIDE),
           one(20, 24, 96, "float16", fill=("halves", "near_100"), hint=CANCEL, tol=HALVES_TOL),
           one(32, 32, 1024, "float16", fill=("halves", "near_100"), hint=CANCEL, tol=HALVES_TOL),  # few tiles, long K
-          one(1100, 140, 40, "float32", hint=GROUPS)]
+          one(1100, 140, 40, "float32", hint=GROUPS),
+          one(48, 40, 64, "float32", fill=("past_float16", "randn"), hint=RANGE, tol=PAST_FLOAT16_TOL)]
     m, n = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(m, n, k, "float32", hint=KLOOP, hidden=True) for k in sizes(rng, 300, 700)]
     cs += [one(*sizes(rng, 65, 200, 2), sizes(rng, 257, 600)[0], "float32", b_layout="transposed", hint=STRIDE,

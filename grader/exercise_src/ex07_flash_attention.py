@@ -107,7 +107,7 @@ def attention(q, k, v, causal=False, sm_scale=None, out=None, BLOCK_M=16, BLOCK_
 from grader import selfcheck
 selfcheck.check("ex07_flash_attention", globals())
 # %% id=ex07-grading role=grading
-from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+from grader.spec import PAST_FLOAT16_TOL, Case, Exercise, Tensor, near_multiples, sizes
 
 TAIL = "S 不是 BLOCK_N 的整数倍：超出 S 的 key 的分数要设成 -inf（不是 0），最后一块的 load 也要 mask。"
 CAUSAL = TAIL + " causal=True：query i 只能看到 key j <= i，其余分数设成 -inf。"
@@ -160,17 +160,22 @@ def _pos_k(g, shape):
     return torch.randint(1, 5, shape, generator=g).double()
 
 
+RANGE = ("float32 输入，v 约为 ±1e6（大多超过 float16 的最大值 65504），输出也一样大：tl.dot(p, v) 里 p 转成 v 的 dtype"
+         "（p.to(v.dtype)），不要把 v、acc 或输出转成 float16（会变成 inf）。")
+
+
 def cases(device, rng):
     def one(b, h, s, d, dt, causal, fill="randn", hint=TAIL, k_fill="randn", extra=None, v_fill="randn", **kw):
         tag = (" causal" if causal else "") + (" 大数值" if fill == "large" else "") + (" 分数很负" if fill is _neg_q else "")
         tag += (" 分数低于 -1e16" if fill is _far_q else "") + (" q、k 都很大" if k_fill == "large" else "")
         tag += " v 约为 80" if v_fill is _v80 else ""
+        tag += " v 约为 ±1e6" if v_fill == "past_float16" else ""
         tag += "".join(f" {n}={v}" for n, v in (extra or {}).items())
         shape = (b, h, s, d)
         # q * 50 is there to catch exp() overflow (NaN/inf). On a GPU, tl.dot takes fp32 as TF32 (the low 13
         # mantissa bits are dropped): scores of size ~50 carry errors of a few 0.01, so this case gets a loose
         # value tolerance.
-        tol = (0.2, 0.1) if fill == "large" else None
+        tol = kw.pop("tol", (0.2, 0.1) if fill == "large" else None)
         extra = extra or {}
         return Case(f"B={b} H={h} S={s} D={d} {dt}{tag}", dt,
                     (Tensor("q", shape, fill), Tensor("k", shape, k_fill), Tensor("v", shape, v_fill)),
@@ -195,7 +200,8 @@ def cases(device, rng):
           # float16 past its range where a right kernel works in float32: the scores (over 65504 before sm_scale), and
           # the unnormalised accumulator
           one(1, 1, 64, 64, "float16", False, "large", FP16_SCORES, k_fill="large"),
-          one(1, 1, 1024, 16, "float16", False, _small, FP16_ACC, k_fill=_small, v_fill=_v80)]
+          one(1, 1, 1024, 16, "float16", False, _small, FP16_ACC, k_fill=_small, v_fill=_v80),
+          one(1, 2, 40, 32, "float32", True, hint=RANGE, v_fill="past_float16", tol=PAST_FLOAT16_TOL)]
     long_s = sizes(rng, 129, 320, 2)
     cs += [one(1, 2, long_s[0], 16, "float32", False, hint=ONLINE, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, hint=CAUSAL + " " + ONLINE, hidden=True),

@@ -86,7 +86,7 @@ def matmul_persistent(a, b, out=None, NUM_PROGRAMS=4, BLOCK_M=32, BLOCK_N=32, BL
 from grader import selfcheck
 selfcheck.check("ex11_persistent_matmul", globals())
 # %% id=ex11-grading role=grading
-from grader.spec import HALVES_TOL, Case, Exercise, Tensor, sizes
+from grader.spec import HALVES_TOL, PAST_FLOAT16_TOL, Case, Exercise, Tensor, sizes
 
 TAIL = "M/N/K 不是 block 的整数倍：descriptor 的 shape 用真实的 M/N/K，越界部分 load 读成 0、store 不写，不需要 mask。"
 LOOP = ("tile 数比 NUM_PROGRAMS 多：每个 program 要处理 tile p, p + NUM_PROGRAMS, ...，每个 tile 开始时 acc 清零。")
@@ -101,12 +101,17 @@ CANCEL = ("float16 输入，a 的前一半列约 +100、后一半约 -100，b �
           "只在 store 时转回 out 的类型。")
 
 
+RANGE = ("float32 输入，a 约为 ±1e6（大多超过 float16 的最大值 65504），结果也一样大：float32 的 a、b 直接交给 tl.dot，"
+         "不要先转成 float16（会变成 inf）；acc 在 store 时转成 out 的 dtype，不要经过 float16。")
+
+
 def cases(device, rng):
     def one(m, n, k, dt, hint=None, programs=4, extra=None, fills=("randn", "randn"), **kw):
         extra = extra or {}
         blocks = [extra.get(f"BLOCK_{d}", 32) for d in "MNK"]
         hint = (TAIL if any(s % b for s, b in zip((m, n, k), blocks)) else "") if hint is None else hint
         tag = " a 前半 +100 后半 -100、b 约 100" if fills[0] == "halves" else ""
+        tag += " a 约为 ±1e6" if fills[0] == "past_float16" else ""
         return Case(f"M={m} N={n} K={k} {dt} NUM_PROGRAMS={programs}" + "".join(f" {a}={v}" for a, v in extra.items()) + tag,
                     dt, (Tensor("a", (m, k), fills[0]), Tensor("b", (k, n), fills[1])), {"NUM_PROGRAMS": programs, **extra}, ("a", "b"),
                     ("NUM_PROGRAMS", *extra), out_shape=(m, n), hint=hint, max_programs="NUM_PROGRAMS", **kw)
@@ -119,7 +124,8 @@ def cases(device, rng):
           one(50, 80, 56, "float32", BLOCKS, 5, {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8}),
           one(40, 24, 32, "float16", BLOCKS, 2, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 1}),
           one(24, 16, 128, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL),
-          one(24, 16, 512, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL)]  # fewer tiles than programs
+          one(24, 16, 512, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL),  # fewer tiles than programs
+          one(40, 48, 64, "float32", RANGE, fills=("past_float16", "randn"), tol=PAST_FLOAT16_TOL)]
     cs += [one(sizes(rng, 65, 160)[0], eight(65, 160), eight(40, 120), "float32", LOOP, programs=rng.randint(2, 6),
                hidden=True) for _ in range(2)]
     cs += [one(rng.choice((64, 96, 128)), rng.choice((64, 96, 128)), 32 * rng.randint(2, 4), "float32", LOOP, hidden=True),

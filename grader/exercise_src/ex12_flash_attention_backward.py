@@ -184,7 +184,7 @@ def attention_backward(q, k, v, do, causal=False, sm_scale=None, dq=None, dk=Non
 from grader import selfcheck
 selfcheck.check("ex12_flash_attention_backward", globals())
 # %% id=ex12-grading role=grading
-from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
+from grader.spec import PAST_FLOAT16_TOL, Case, Exercise, Tensor, near_multiples, sizes
 
 TAIL = "S 不是块大小的整数倍：超出 S 的 query/key 处 P 要是 0，load 要 mask，store 要 mask。"
 CAUSAL = TAIL + " causal=True：j > i 的位置 P = 0；dkdv_kernel 从对角线所在的 query 块开始，dq_kernel 循环到对角线为止。"
@@ -228,6 +228,8 @@ def _q8(g, shape):
     return 8 * torch.randn(shape, generator=g, dtype=torch.float64)
 
 
+RANGE = ("float32 输入，do 约为 ±1e6（大多超过 float16 的最大值 65504），dq、dk、dv 也一样大：float32 的 do、v 直接交给 "
+         "tl.dot，p、ds 转成输入的 dtype，不要把 do、dp、ds 或 dq、dk、dv 转成 float16（会变成 inf）。")
 HEADS = ("B 和 H 都大于 1：q、k、v、do 和 lse、delta 按同一个 (batch, head) 编号定位（b * H + h），"
          "两个 kernel 的 grid 和下标都要一致。")
 SCALE = "这个测试传入了 sm_scale：两个 kernel 都用传进来的 sm_scale（包括重算 P 时），只有 sm_scale=None 时才用 D ** -0.5。"
@@ -241,14 +243,15 @@ BLOCKS = ("这个测试的 BLOCK_M 和 BLOCK_N 不相等：dkdv_kernel 的 grid 
 
 
 def cases(device, rng):
-    def one(b, h, s, d, dt, causal, hint=TAIL, extra=None, q_fill="randn", k_fill="randn", **kw):
+    def one(b, h, s, d, dt, causal, hint=TAIL, extra=None, q_fill="randn", k_fill="randn", do_fill="randn", **kw):
         shape = (b, h, s, d)
         extra = extra or {}
         tag = (" 大数值" if q_fill == "large" else "") + (" 分数低于 -1e4" if q_fill is _far_q else "")
         tag += (" q、k 约为 ±25" if q_fill is _q8 else "") + (" 分数约为 -2^20" if q_fill is _farther_q else "")
+        tag += " do 约为 ±1e6" if do_fill == "past_float16" else ""
         return Case(f"B={b} H={h} S={s} D={d} {dt}" + (" causal" if causal else "") + tag
                     + "".join(f" {n}={v}" for n, v in extra.items()), dt,
-                    (Tensor("q", shape, q_fill), Tensor("k", shape, k_fill), Tensor("v", shape), Tensor("do", shape)),
+                    (Tensor("q", shape, q_fill), Tensor("k", shape, k_fill), Tensor("v", shape), Tensor("do", shape, do_fill)),
                     {"causal": causal, **extra}, ("q", "k", "v", "do"), ("causal", *extra),
                     outputs=(Tensor("dq", shape), Tensor("dk", shape), Tensor("dv", shape)), hint=hint, **kw)
 
@@ -270,7 +273,8 @@ def cases(device, rng):
           one(1, 1, 20, 32, "float32", True, FARTHER, {"sm_scale": 0.125}, q_fill=_farther_q, k_fill=_farther_k,
               tol=(1e30, 0.0)),
           one(1, 1, 20, 32, "float32", False, FARTHER, {"sm_scale": 0.125}, q_fill=_farther_q, k_fill=_farther_k,
-              tol=(1e30, 0.0))]
+              tol=(1e30, 0.0)),
+          one(1, 2, 33, 16, "float32", True, RANGE, do_fill="past_float16", tol=PAST_FLOAT16_TOL)]
     long_s = sizes(rng, 65, 140, 2)
     cs += [one(1, 1, long_s[0], 16, "float32", False, LOOP, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, CAUSAL + " " + LOOP, hidden=True),
