@@ -347,7 +347,7 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
         return mk("failed", f"评分器无法重放这次调用：{str(rec['bad_log'])[:300]}")
     if rec.get("compile_error"):
         err = str(rec["compile_error"])[:700]
-        if "编译" not in err:  # it compiles but cannot launch (Replayer.launch_limits)
+        if "编译" not in err:  # it compiles but cannot launch (replay.launch_limits)
             return mk("failed", f"{err}。")
         return mk("failed", f"{err}。@triton.jit 函数里只能写 Triton 代码"
                             "（tl.*、算术、range 循环、constexpr 分支），解释器能跑的任意 Python 不算 Triton。")

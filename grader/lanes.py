@@ -13,7 +13,7 @@ barrier. A load of an address another position stored, a store to an address ano
 plain store to an address another position stored with a plain store (which one lands is undefined) is
 reported. Reading back what the same position wrote is fine: the same thread on a GPU, as long as the two
 accesses have the same shape, so a position is its shape and its index (:meth:`Lanes.position`). A scalar
-access is its own shape: every thread of the program makes it, so it reads what one thread stored, and a
+access (one element) is its own shape: every thread of the program makes it, so it reads what one thread stored, and a
 block that reads it back after a scalar store reads one thread's value too. Within one store, two positions that put
 different values into the same address are reported too: which one lands is undefined on a GPU. An atomic
 counts as a store here (another element reading what it wrote still needs the barrier); atomics of several
@@ -39,7 +39,8 @@ class Lanes:
     def position(self, shape: tuple, index: np.ndarray) -> np.ndarray:
         """The positions of elements ``index`` (row-major) of an access of this shape: one thread each on a GPU only
         among accesses of the same shape (a store of a [128] block and a load of a [8, 16] one get other layouts)."""
-        code = self.shapes.setdefault(tuple(shape), len(self.shapes))
+        shape = () if int(np.prod(shape)) == 1 else tuple(shape)  # a scalar, whether its handle is () or (1,)
+        code = self.shapes.setdefault(shape, len(self.shapes))
         return code * self.SHAPE + index
 
     def _show(self, pos: int) -> str:
@@ -125,7 +126,7 @@ class Lanes:
         self._enter(program)
         if not pos.size:  # masked off: it released nothing
             return
-        early = self.s_addr[~np.isin(self.s_pos, pos)]
+        early = self.s_addr[~np.isin(self.s_pos, pos) & self.s_plain]  # another element's atomic is no data to land
         if early.size:
             self.releases.append((program, linear, early))
 

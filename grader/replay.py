@@ -429,6 +429,23 @@ def _check_keys(obj, keys, where):
         raise BadLog(f"{where}: unexpected structure")
 
 
+def launch_limits(name: str, report) -> str | None:
+    """What keeps a kernel that compiles for sm_90 from launching there (Triton's launcher raises OutOfResources):
+    more shared memory than a program may have, more than 1024 threads, more registers than an SM holds."""
+    from tcourse.compile_info import H100_SMEM_LIMIT
+
+    threads = 32 * report.num_warps
+    if not report.fits_sm90:
+        return (f"kernel {name} 在 sm_90 上要 {report.shared_bytes} B 共享内存，超过一个 program 的上限 {H100_SMEM_LIMIT} B："
+                "GPU 上启动时报 OutOfResources（减小块大小或 num_stages）")
+    if threads > 1024:
+        return f"kernel {name} 用 num_warps={report.num_warps}，一个 program {threads} 个线程，超过 GPU 的上限 1024：启动时报错"
+    if report.registers and report.registers * threads > 65536:
+        return (f"kernel {name} 每个线程用 {report.registers} 个寄存器，{threads} 个线程共 {report.registers * threads} 个，"
+                "超过一个 SM 的 65536 个：GPU 上启动时报 OutOfResources")
+    return None
+
+
 class Replayer:
     def __init__(self, root: Path, device: str, kernels, guard: Guard | None):
         import numpy as np
@@ -610,27 +627,10 @@ class Replayer:
                     self.compiled[key] = (f"kernel {name} 不能为真实的 GPU（sm_90）编译{when}："
                                           + " | ".join(lines[-4:])[-600:])
                     break
-                self.compiled[key] = self.launch_limits(name, report)
+                self.compiled[key] = launch_limits(name, report)
                 if self.compiled[key]:
                     break
         return self.compiled[key]
-
-    @staticmethod
-    def launch_limits(name: str, report) -> str | None:
-        """What keeps a kernel that compiles for sm_90 from launching there (Triton's launcher raises OutOfResources):
-        more shared memory than a program may have, more than 1024 threads, more registers than an SM holds."""
-        from tcourse.compile_info import H100_SMEM_LIMIT
-
-        threads = 32 * report.num_warps
-        if not report.fits_sm90:
-            return (f"kernel {name} 在 sm_90 上要 {report.shared_bytes} B 共享内存，超过一个 program 的上限 {H100_SMEM_LIMIT} B："
-                    "GPU 上启动时报 OutOfResources（减小块大小或 num_stages）")
-        if threads > 1024:
-            return f"kernel {name} 用 num_warps={report.num_warps}，一个 program {threads} 个线程，超过 GPU 的上限 1024：启动时报错"
-        if report.registers and report.registers * threads > 65536:
-            return (f"kernel {name} 每个线程用 {report.registers} 个寄存器，{threads} 个线程共 {report.registers * threads} 个，"
-                    "超过一个 SM 的 65536 个：GPU 上启动时报 OutOfResources")
-        return None
 
     # ----- one case -----
     def fresh_buffers(self, case: dict) -> tuple[dict, dict, dict]:

@@ -1033,18 +1033,18 @@ def test_a_kernel_that_compiles_but_cannot_launch_on_sm90_is_refused():
     with num_warps=64 compile for sm_90, but Triton's launcher raises OutOfResources there; the interpreter ran both."""
     from types import SimpleNamespace
 
-    from grader.replay import Replayer
+    from grader.replay import launch_limits
     from tcourse.compile_info import H100_SMEM_LIMIT
 
     def report(shared=0, warps=4, registers=32):
         return SimpleNamespace(shared_bytes=shared, num_warps=warps, registers=registers,
                                fits_sm90=shared <= H100_SMEM_LIMIT)
 
-    assert Replayer.launch_limits("k", report()) is None
-    assert Replayer.launch_limits("k", report(H100_SMEM_LIMIT, 32, 64)) is None
-    assert "262144 B" in Replayer.launch_limits("k", report(262144))
-    assert "2048 个线程" in Replayer.launch_limits("k", report(warps=64))
-    assert "65536" in Replayer.launch_limits("k", report(warps=16, registers=255))
+    assert launch_limits("k", report()) is None
+    assert launch_limits("k", report(H100_SMEM_LIMIT, 32, 64)) is None
+    assert "262144 B" in launch_limits("k", report(262144))
+    assert "2048 个线程" in launch_limits("k", report(warps=64))
+    assert "65536" in launch_limits("k", report(warps=16, registers=255))
 
 
 def test_kernel_source_takes_one_definition_per_name_and_constant_defaults():
