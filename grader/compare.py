@@ -94,8 +94,8 @@ def _error_message(text: str, keywords=()) -> str:
     if "NotImplementedError" in last:
         return f"还没有实现：{last}"
     if "active drivers" in last:
-        return (f"调用你的函数时出错：{last}（在 CPU 上评分时没有 GPU 可以计时：@triton.autotune 只能给一个 Config，"
-                "或者只在 GPU 上用多个 Config）")
+        return (f"调用你的函数时出错：{last}（在 CPU 上评分时没有 GPU 可以计时：@triton.autotune 只能给一个 Config；"
+                "在自己的 GPU 上调好，答案里留下选中的那一个）")
     if "NameError" in last:
         return f"调用你的函数时出错：{last}（评分时只运行模板和答案单元：辅助代码要写在答案单元里）"
     if "mask has unsupported dtype" in last:  # Triton's interpreter: a block comparison & a Python bool is not int1
@@ -345,10 +345,10 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
     rec = _record(path, {})
     if rec.get("bad_log"):
         return mk("failed", f"评分器无法重放这次调用：{str(rec['bad_log'])[:300]}")
+    if rec.get("launch_error"):  # it compiles but sm_90 cannot launch it (replay.launch_limits)
+        return mk("failed", f"{str(rec['launch_error'])[:700]}。")
     if rec.get("compile_error"):
         err = str(rec["compile_error"])[:700]
-        if "编译" not in err:  # it compiles but cannot launch (replay.launch_limits)
-            return mk("failed", f"{err}。")
         return mk("failed", f"{err}。@triton.jit 函数里只能写 Triton 代码"
                             "（tl.*、算术、range 循环、constexpr 分支），解释器能跑的任意 Python 不算 Triton。")
     if rec.get("too_many_programs"):

@@ -66,6 +66,19 @@ MODULE_PATHS = {
                "NamedTuple"},  # annotations only: typing.get_type_hints would run strings as code
     "rt": {"device", "gpu", "pick", "interpret"},
 }
+# What tells the grader's CPU from a GPU (module paths, and attributes of values): host code may read these only to
+# say where to allocate (inside a ``device=`` argument) or in ``print(...)``. A branch on them takes the CPU side in
+# the grade and the other side on a GPU, where nothing checked it (hostile round 13: a wrapper that returned before
+# its launch when ``x.is_cuda``, an autotuner pruned to one config unless on CUDA).
+DEVICE_PATHS = {"torch.cuda.is_available", "torch.cuda.current_device", "torch.cuda.get_device_capability",
+                "torch.__version__", "triton.__version__", "rt.gpu", "rt.device", "rt.pick", "rt.interpret"}
+DEVICE_ATTRS = {"is_cuda", "device", "cuda", "cpu"}
+DEVICE_PURE_CALLS = (["torch", "cuda", "is_available"], ["torch", "cuda", "current_device"], ["torch", "device"], ["str"])
+DEVICE_ONLY = ("答案的 host 代码只能用设备来指定在哪里分配张量（torch.empty(..., device=x.device)）或打印：按设备走不同的路"
+               "（if x.is_cuda、torch.cuda.is_available()、rt.gpu、x.device 的比较），评分在 CPU 上只检查 CPU 那一支，"
+               "GPU 上走的另一支没有人检查")
+DEVICE_INSTEAD = "按 GPU 调的参数（program 数、块大小、autotune 的 Config）在所有设备上写成同一个值，或者作为函数的参数"
+
 # Attributes host code may read on values (tensors, ints, the learner's own objects, str/list/dict).
 VALUE_ATTRS = {
     "shape", "dtype", "device", "stride", "size", "numel", "dim", "ndim", "is_contiguous", "element_size",
@@ -84,7 +97,7 @@ INSTEAD = {
 _BUILTIN_NAMES = set(dir(builtins))
 # Built-in names an answer may not bind either: bound anywhere (a parameter of an unused helper), such a name would
 # count as the learner's own, and the replay, which runs the kernels alone, would find Python's built-in there.
-UNBINDABLE = (_BUILTIN_NAMES - BUILTINS) | set(INSTEAD)
+UNBINDABLE = (_BUILTIN_NAMES - BUILTINS) | set(INSTEAD) | {"print", "str"}  # those two: see _device_contexts
 MAGIC = re.compile(r"^(\s*)%(time|timeit)\s+(?:-[nrp]\s*\d+\s+|-[qoct]\s+)*(.*)$")  # %timeit's options dropped
 
 
@@ -356,6 +369,7 @@ class _Checker:
 
     # --- host code ---------------------------------------------------------------------------
     def host(self, tree: ast.Module) -> None:
+        self.device_ok = _device_contexts(tree)
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_is_jit(d) for d in node.decorator_list):
                 self.kernel(node)
@@ -464,6 +478,10 @@ class _Checker:
                          "torch/triton 的对象、kernel 和别的值的属性都不能改")
             return
         path = _dotted(node)
+        if host and id(node) not in self.device_ok and (node.attr in DEVICE_ATTRS if path is None or path[0] not in (
+                *self.modules, "rt") else ".".join([self.modules.get(path[0], path[0]), *path[1:]]) in DEVICE_PATHS):
+            self.bad(node, f"{DEVICE_ONLY}（这里读了 .{node.attr}）", DEVICE_INSTEAD)
+            return
         if path is not None and (path[0] in self.modules or path[0] == "rt"):
             mod = self.modules.get(path[0], path[0])
             if not _path_ok(mod, path[1:]):
@@ -567,6 +585,25 @@ class _Checker:
         for n in ast.walk(node):
             if isinstance(n, ast.Attribute):
                 self.attribute(n, host=False)
+
+
+def _device_contexts(tree: ast.Module) -> set[int]:
+    """The nodes inside a ``device=`` argument or a ``print(...)``'s arguments that call nothing but
+    :data:`DEVICE_PURE_CALLS`: there reading the device only says where to allocate, or what to print."""
+    ok: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.keyword) and n.arg == "device":
+            parts = [n.value]
+        elif isinstance(n, ast.Call) and _dotted(n.func) == ["print"]:
+            parts = [*n.args, *(k.value for k in n.keywords)]
+        else:
+            continue
+        for part in parts:
+            inner = list(ast.walk(part))
+            if not any(isinstance(m, (ast.NamedExpr, ast.Lambda)) or isinstance(m, ast.Call)
+                       and _dotted(m.func) not in DEVICE_PURE_CALLS for m in inner):
+                ok |= {id(m) for m in inner}
+    return ok
 
 
 def _kernel_module_names(tree: ast.Module) -> set[str]:

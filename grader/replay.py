@@ -429,6 +429,11 @@ def _check_keys(obj, keys, where):
         raise BadLog(f"{where}: unexpected structure")
 
 
+# launch options other than num_warps and num_stages, at their defaults (the replay compiles with none of them)
+LAUNCH_DEFAULTS = {"num_ctas": 1, "launch_cooperative_grid": False, "launch_pdl": False, "maxnreg": None,
+                   "enable_fp_fusion": True, "debug": False}
+
+
 def launch_limits(name: str, report) -> str | None:
     """What keeps a kernel that compiles for sm_90 from launching there (Triton's launcher raises OutOfResources):
     more shared memory than a program may have, more than 1024 threads, more registers than an SM holds."""
@@ -530,6 +535,9 @@ class Replayer:
                 raise BadLog("launch with a malformed grid")
             if math.prod(g) > MAX_PROGRAMS:
                 raise BadLog(f"grid {g} 有 {math.prod(g)} 个 program，超过评分器重放的上限 {MAX_PROGRAMS}：用更大的块")
+            if g[0] > 2**31 - 1 or any(x > 65535 for x in g[1:]):
+                raise BadLog(f"grid {g} 超出 CUDA 的上限（第一维最多 2^31 - 1，第二、三维最多 65535），GPU 上这次启动会失败："
+                             "把大的那一维放在 grid 的第一维（tl.program_id(0)）")
             if not isinstance(e.get("args"), list) or not isinstance(e.get("kwargs"), dict) or \
                     len(e["args"]) + len(e["kwargs"]) > MAX_ARGS:
                 raise BadLog("launch with malformed arguments")
@@ -580,7 +588,7 @@ class Replayer:
         return refilled
 
     # ----- compile check -----
-    def compile_check(self, name: str, args: list, kwargs: dict) -> str | None:
+    def compile_check(self, name: str, args: list, kwargs: dict) -> tuple[str, str] | None:
         from tcourse.compile_info import compile_for_sm90
 
         kernel = self.kernels[name]
@@ -594,7 +602,7 @@ class Replayer:
                      if par.annotation is tl.constexpr or str(par.annotation).strip() in ("constexpr", "tl.constexpr")}
         odd = [p for p, par in params.items() if p not in constexpr and "constexpr" in str(par.annotation)]
         if odd:
-            return f"kernel {name} 的参数 {odd} 的注解不是 tl.constexpr 本身：编译器把它当常量，解释器不当"
+            return "compile_error", f"kernel {name} 的参数 {odd} 的注解不是 tl.constexpr 本身：编译器把它当常量，解释器不当"
         values = dict(zip(params, args))
         options = {}
         for k, v in kwargs.items():
@@ -602,6 +610,10 @@ class Replayer:
                 values[k] = v
             elif k in ("num_warps", "num_stages"):
                 options[k] = v
+            elif k not in LAUNCH_DEFAULTS or LAUNCH_DEFAULTS[k] != v:
+                return "launch_error", (f"kernel {name} 启动时用了 {k}={repr(v)[:40]}：评分器按 num_warps、num_stages 编译和检查 kernel，"
+                                        "不模拟别的启动选项（CTA cluster、cooperative launch、PDL、寄存器上限、不融合乘加），"
+                                        "它们在 GPU 上改变启动方式，有的会让启动失败；这一题不需要它们，去掉这个参数")
         for p, par in params.items():
             if p not in values and par.default is not inspect.Parameter.empty:
                 values[p] = par.default
@@ -624,11 +636,12 @@ class Replayer:
                 except Exception as e:  # the compiler's message is the learner's feedback
                     lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
                     when = f"（参数 {'、'.join(ones)} 等于 1 时：GPU 启动把等于 1 的整数参数当常量编译）" if specialize else ""
-                    self.compiled[key] = (f"kernel {name} 不能为真实的 GPU（sm_90）编译{when}："
+                    self.compiled[key] = ("compile_error", f"kernel {name} 不能为真实的 GPU（sm_90）编译{when}："
                                           + " | ".join(lines[-4:])[-600:])
                     break
-                self.compiled[key] = launch_limits(name, report)
-                if self.compiled[key]:
+                refused = launch_limits(name, report)
+                if refused:
+                    self.compiled[key] = ("launch_error", refused)
                     break
         return self.compiled[key]
 
@@ -719,9 +732,9 @@ class Replayer:
         for e in launches:
             args = [self.decode(a, bufs) for a in e["args"]]
             kwargs = {k: self.decode(v, bufs) for k, v in e["kwargs"].items()}
-            err = self.compile_check(e["kernel"], args, kwargs)
-            if err:
-                rec["compile_error"] = err
+            refused = self.compile_check(e["kernel"], args, kwargs)
+            if refused:
+                rec[refused[0]] = refused[1]  # compile_error or launch_error
                 return rec
         initial = {k: b.clone() for k, b in bufs.items()}
         undefined = [spans[k][:2] for k in views if k.startswith("out:") and k not in host_fill] + [

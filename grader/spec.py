@@ -40,6 +40,13 @@ def _signed_zeros(g, shape):
     return torch.randn(shape, generator=g, dtype=torch.float64).masked_fill(u < 0.2, -0.0).masked_fill((u >= 0.2) & (u < 0.3), 0.0)
 
 
+def _non_finite(g, shape):
+    u = torch.rand(shape, generator=g, dtype=torch.float64)
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    return x.masked_fill(u < 0.1, float("inf")).masked_fill((u >= 0.1) & (u < 0.2), float("-inf")).masked_fill(
+        (u >= 0.2) & (u < 0.3), float("nan"))
+
+
 FILLS: dict[str, Callable] = {
     "randn": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64),
     "large": lambda g, shape: 50 * torch.randn(shape, generator=g, dtype=torch.float64),
@@ -76,13 +83,21 @@ FILLS: dict[str, Callable] = {
     # the first 55 % of each row -inf (masked positions), the rest finite: a row of 2000 starts with 1100 of them
     "neg_inf_head": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64).masked_fill(
         torch.arange(shape[-1]) < shape[-1] * 11 // 20, float("-inf")),
+    # each row one value at the bottom of float32's range, -2^100 to -2^127 (half the rows -2^127, about -1.7e38):
+    # every finite "very small number" a kernel may put in place of -inf (-1e30, -1e38) is above some row
+    "float32_bottom": lambda g, shape: -(2.0 ** torch.where(
+        torch.rand((*shape[:-1], 1), generator=g) < 0.5, 127, torch.randint(100, 127, (*shape[:-1], 1), generator=g)
+    ).double()).expand(shape).clone(),
+    # randn with one value in ten +inf, one -inf and one NaN
+    "non_finite": _non_finite,
 }
 # the tolerance of a "halves" @ "near_100" case: float32 partial sums of up to about 7e5 round by up to 0.03 at each
 # step along K, so a result near 0 carries an error of a few units in any float32 accumulation order (a float16
 # accumulator or a float16 dot result overflows to inf instead)
 HALVES_TOL = (8.0, 1e-2)
-# the tolerance of a float32 case with a "past_float16" operand: a right kernel's TF32 products are off by about 1e-3 of
-# sum(|a||b|), some 1e4 at 1e6 times randn; a value that passed through float16 anywhere is inf or NaN instead
+# the tolerance of a float32 case with a "past_float16" operand: a right kernel's TF32 products are off by less than 2^-9
+# of sum(|a||b|) (each operand truncated by under 2^-10 of itself; products of random signs cancel most of it), some
+# 1e4 at 1e6 times randn; a value that passed through float16 anywhere is inf or NaN instead
 PAST_FLOAT16_TOL = (1e5, 5e-2)
 
 

@@ -14,6 +14,9 @@ The PTX that Triton emits for sm_90 (read 2026-12-07, Triton 3.9, ``TRITON_DEFAU
 - float32, float16 and float64 to bfloat16 round to nearest even (the interpreter truncated, and from float64 gave
   0.0 for 1.0078); any float to fp8 rounds to nearest even and saturates at the largest finite value
   (``cvt.rn.satfinite``; the interpreter truncated and wrapped 1000 to 256, from bfloat16 too).
+- ``tl.cat(..., can_reorder=True)`` and ``tl.reshape(..., can_reorder=True)`` (``tl.view``) leave the elements in the
+  order of their layout's registers (a [256] cat of two halves stores ``z[t]`` and ``z[t + 128]`` side by side), not
+  in order; a ``tl.gather`` index outside its axis reads shared memory outside the buffer (NumPy wrapped -1 round).
 
 A kernel could compare such a result with NumPy's value and compute the answer only when they agree: right in the
 interpreter, wrong on a GPU (three hostile rounds, 2026-12-07: 34 notebooks with full marks on CPU). :func:`install`
@@ -295,6 +298,7 @@ def install(seed: int) -> bool:
     b.create_clampf = clamp
     _orders(interpreter, seed)
     _dots_round_per_mma_step(b, Handle)
+    _layout_orders(b, Handle, seed)
 
     frem = b.create_frem
 
@@ -327,8 +331,8 @@ def install(seed: int) -> bool:
             return cast(src, dst_type)
         x = _as_f64(src.data, s)
         x = np.asarray(src.data, dtype=np.float64) if x is None else x
-        if d == tl.bfloat16:  # cvt.rn.bf16.f64 / .f16, and from integers: rounded once
-            return Handle(interpreter._convert_float(_to_odd_float32(x), tl.float32, tl.bfloat16, None).view(np.uint16), d)
+        if d == tl.bfloat16:  # cvt.rn.bf16.f64 / .f16, and from integers: rounded once (_rounding_convert's float64 path)
+            return Handle(interpreter._convert_float(x, tl.float64, tl.bfloat16, None), d)
         return cast(Handle(x, tl.float64), dst_type)
 
     b.cast_impl = cast_with_bfloat16
@@ -594,7 +598,7 @@ def _dots_round_per_mma_step(b, Handle) -> None:
     import triton.language as tl
     from triton._C.libtriton import ir
 
-    from tcourse.runtime import MMA_K
+    from tcourse.runtime import MMA_K, mma_steps
 
     dot = b.create_dot
     ieee = getattr(getattr(ir, "INPUT_PRECISION", None), "IEEE", None)
@@ -605,12 +609,43 @@ def _dots_round_per_mma_step(b, Handle) -> None:
                 or a.dtype not in (tl.float16, tl.bfloat16, tl.float32, tl.float8e4nv, tl.float8e5)):
             return dot(a, c, acc, precision, *rest)
         out, zero = acc.data.astype(np.float32), Handle(np.zeros_like(acc.data, dtype=np.float32), acc.dtype)
-        for k0 in range(0, a.data.shape[-1], step):
-            part = dot(Handle(a.data[..., k0:k0 + step], a.dtype), Handle(c.data[..., k0:k0 + step, :], c.dtype),
-                       zero, precision, *rest).data
+        for a_k, c_k in mma_steps(a, c, step, Handle):
+            part = dot(a_k, c_k, zero, precision, *rest).data
             with np.errstate(all="ignore"):
                 out = (out.astype(np.float64) + part.astype(np.float64)).astype(np.float32)
         return Handle(out, acc.dtype)
 
     dot_by_steps.__dict__.update(getattr(dot, "__dict__", {}))  # the marks of tcourse.runtime's wraps inside
     b.create_dot = dot_by_steps
+
+
+def _layout_orders(b, Handle, seed: int) -> None:
+    """``tl.cat`` (only ``can_reorder=True`` reaches the builder's cat) and ``tl.reshape(..., can_reorder=True)``
+    return their elements in an order drawn from the shapes and the seed, never the identity: two such ops of the
+    same shapes agree, as those of one layout do on a GPU. A ``tl.gather`` index outside its axis is an error."""
+    cat, reshape, gather = b.create_cat, b.create_reshape, b.create_gather
+
+    def any_order(h, key: tuple):
+        n = h.data.size
+        if n < 2:
+            return h
+        p = np.random.default_rng([seed & (2**63 - 1), *key]).permutation(n)
+        p = np.roll(p, 1) if (p == np.arange(n)).all() else p
+        return Handle(h.data.reshape(-1)[p].reshape(h.data.shape), h.dtype)
+
+    def cat_in_layout_order(lhs, rhs):
+        return any_order(cat(lhs, rhs), (1, *lhs.data.shape, *rhs.data.shape))
+
+    def reshape_maybe_reordered(arg, shape, allow_reorder):
+        out = reshape(arg, shape, allow_reorder)
+        return any_order(out, (2, *arg.data.shape, *out.data.shape)) if allow_reorder else out
+
+    def gather_in_range(src, indices, axis):
+        idx, size = np.asarray(indices.data), src.data.shape[axis]
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= size):
+            bad = int(idx.min()) if int(idx.min()) < 0 else int(idx.max())
+            raise IndexError(f"tl.gather 的下标 {bad} 不在 [0, {size}) 里：GPU 上 gather 经过共享内存，越界的下标读到缓冲区"
+                             "外面（没有定义的值，或者出错）；解释器里 NumPy 把负的下标绕回到末尾")
+        return gather(src, indices, axis)
+
+    b.create_cat, b.create_reshape, b.create_gather = cat_in_layout_order, reshape_maybe_reordered, gather_in_range

@@ -455,6 +455,13 @@ def bfloat16_arithmetic_rounds_from_float32() -> bool:
 MMA_K = {2: 16, 1: 32, 4: 8}  # the products one MMA step adds into its accumulator, by operand bytes: 16-bit, fp8, TF32
 
 
+def mma_steps(a, b, step: int, handle):
+    """The operands of an interpreter ``tl.dot`` (handles of [..., M, K] and [..., K, N]) cut along K into the slices
+    one MMA step reads: K = 64 of float16 is four steps of 16."""
+    for k0 in range(0, a.data.shape[-1], step):
+        yield handle(a.data[..., k0:k0 + step], a.dtype), handle(b.data[..., k0:k0 + step, :], b.dtype)
+
+
 def round_float16_accumulators_along_k() -> bool:
     """Make ``tl.dot`` into a float16 accumulator round after every MMA step along K (``MMA_K``), as a GPU does; True if done.
 
@@ -476,9 +483,8 @@ def round_float16_accumulators_along_k() -> bool:
         step = MMA_K.get(a.data.dtype.itemsize, k)
         if acc.data.dtype != np.float16 or k <= step:
             return dot(a, b, acc, *rest)
-        for k0 in range(0, k, step):
-            acc = dot(interpreter.TensorHandle(a.data[..., k0:k0 + step], a.dtype),
-                      interpreter.TensorHandle(b.data[..., k0:k0 + step, :], b.dtype), acc, *rest)
+        for a_k, b_k in mma_steps(a, b, step, interpreter.TensorHandle):
+            acc = dot(a_k, b_k, acc, *rest)
         return acc
 
     dot_rounding_along_k.__dict__.update(getattr(dot, "__dict__", {}))

@@ -104,12 +104,15 @@ CLAIMS = {
     ("dr08_cumsum", "LONG"): lambda c, blk: c.dtype == "float16" and _dim(c, "x", 1) == 20_000,
     ("ex09_dropout", "FP16"): lambda c, blk: c.dtype == "float16",
     ("ex09_dropout", "BIG_SEED"): lambda c, blk: c.scalars["seed"] >= 2**32,
+    ("ex09_dropout", "NON_FINITE"): lambda c, blk: _fill(c, c.inputs[0].name) == "non_finite" and 0 < c.scalars["p"] < 1,
     ("ex12_flash_attention_backward", "HEADS"): lambda c, blk: _dim(c, "q", 0) > 1 and _dim(c, "q", 1) > 1,
     ("ex02_softmax", "VERY_WIDE"): lambda c, blk: 4096 < _dim(c, "x", 1) <= 8192,
     ("ex05_layernorm", "VERY_WIDE"): lambda c, blk: 4096 < _dim(c, "x", 1) <= 8192,
     ("ex02_softmax", "FAR"): lambda c, blk: _fill(c, "x") == "far_negative" and not _pow2(_dim(c, "x", 1)),
     ("ex02_softmax", "RAMP"): lambda c, blk: _fill(c, "x") == "ramp" and _dim(c, "x", 1) > 1024,
-    ("ex07_flash_attention", "FAR"): lambda c, blk: c.scalars["causal"] and 32 * 40 * 2**42 * _dim(c, "q", 3) ** 0.5 > 1e16,
+    ("ex02_softmax", "BOTTOM"): lambda c, blk: _fill(c, "x") == "float32_bottom" and not _pow2(_dim(c, "x", 1)),
+    ("ex07_flash_attention", "FAR"): lambda c, blk: c.scalars["causal"] and _fill(c, "q").__name__ == "_far_q"
+    and 32 * 40 * 2**106 * _dim(c, "q", 3) ** 0.5 > 8e35,
     ("ex12_flash_attention_backward", "FAR"): lambda c, blk: c.scalars["causal"] and 64 * 40 * _dim(c, "q", 3)
     * c.scalars["sm_scale"] > 1e4,
     ("ex12_flash_attention_backward", "BIG"): lambda c, blk: _fill(c, "q") == "large",
@@ -119,10 +122,10 @@ CLAIMS = {
     ("ex07_flash_attention", "FP16_ACC"): lambda c, blk: c.dtype == "float16" and _dim(c, "q", 2) == 1024
     and not c.scalars["causal"] and _fill(c, "v").__name__ == "_v80" and _fill(c, "q").__name__ == "_small"
     and _fill(c, "k").__name__ == "_small",
-    # q . k = -4096 * 2048 + at most 31 * 4 = -2^23 + O(124); times 0.125: about -2^20 (below -1e6)
+    # q . k = -2^62 * 2^62 + at most 31 * 4 = -2^124 + O(124); times 0.125: about -2^121 (-2.7e36)
     ("ex12_flash_attention_backward", "FARTHER"): lambda c, blk: c.scalars["sm_scale"] == 0.125
     and _fill(c, "q").__name__ == "_farther_q" and _fill(c, "k").__name__ == "_farther_k"
-    and (4096 * 2048 - 4 * (_dim(c, "q", 3) - 1)) * 0.125 > 1e6,
+    and (2**124 - 4 * (_dim(c, "q", 3) - 1)) * 0.125 > 2.6e36,
     ("ex12_flash_attention_backward", "FP16_SCORES"): lambda c, blk: c.dtype == "float16"
     and _fill(c, "q").__name__ == "_q8" and _fill(c, "k").__name__ == "_q8",
     # float32 with 1e6 * randn in the operand the hint names: most values past float16's 65504

@@ -775,7 +775,30 @@ def test_the_compile_check_compiles_an_int_argument_of_1_as_a_gpu_launch_does(mo
     for n, verdict in [(2, None), (1, "参数 n 等于 1 时")]:
         checker = types.SimpleNamespace(kernels={"fill": fill}, compiled={})
         got = Replayer.compile_check(checker, "fill", [x, n], {"BLOCK": 16})
-        assert (got is None) if verdict is None else (verdict in got), got
+        assert (got is None) if verdict is None else (got[0] == "compile_error" and verdict in got[1]), got
+    checker = types.SimpleNamespace(kernels={"fill": fill}, compiled={})
+    kind, message = Replayer.compile_check(checker, "fill", [x, 2], {"BLOCK": 16, "num_warps": 64})
+    assert kind == "launch_error" and "2048 个线程" in message  # compiles, but sm_90 cannot launch it
+    # hostile round 13: launch options the replay does not compile with change the launch on a GPU (a cluster of
+    # 32 CTAs, a cooperative grid past what fits at once): refused, at their defaults accepted
+    for option, value in (("num_ctas", 32), ("launch_cooperative_grid", True), ("launch_pdl", True), ("maxnreg", 64)):
+        checker = types.SimpleNamespace(kernels={"fill": fill}, compiled={})
+        kind, message = Replayer.compile_check(checker, "fill", [x, 2], {"BLOCK": 16, option: value})
+        assert kind == "launch_error" and option in message, (option, message)
+    checker = types.SimpleNamespace(kernels={"fill": fill}, compiled={})
+    assert Replayer.compile_check(checker, "fill", [x, 2], {"BLOCK": 16, "num_ctas": 1, "launch_pdl": False}) is None
+
+
+def test_a_grid_past_cudas_limits_is_refused(tmp_path):
+    """Hostile round 13: a grid of (1, 68516) ran in the interpreter; CUDA refuses more than 65535 programs along
+    the grid's second and third dimensions (the first may have 2^31 - 1)."""
+    for grid, refused in (([68516], False), ([1, 65535, 2], False), ([1, 68516], True), ([1, 1, 70000], True)):
+        rp = _replayer(tmp_path, {"launches": [{**GOOD, "grid": grid}]})
+        if refused:
+            with pytest.raises(BadLog, match="65535"):
+                rp.read_log("c00")
+        else:
+            assert rp.read_log("c00")[0]["grid"] == grid
 
 
 def test_the_sandbox_lib_holds_every_grader_module_its_modules_import():
@@ -1022,7 +1045,11 @@ def test_lanes_of_other_shapes_scalars_and_two_plain_stores_are_races():
     assert run(("store", (4,), four), ("load", (4,), four)) is None
     assert "形状" in run(("store", (4,), four), ("load", (2, 2), four))
     assert "out[10]" in run(("store", (4,), four), ("load", (), [10]))
-    assert run(("store", (), [10]), ("load", (), [10])) is None
+    # a scalar store is thread 0's, a scalar load every thread's (hostile round 13: no bar.sync between in the PTX)
+    assert "只有一个线程" in run(("store", (), [10]), ("load", (), [10]))
+    assert run(("load", (), [10]), ("store", (), [10])) is None  # thread 0 loads before it stores
+    assert run(("load", (), [10]), ("load", (), [10])) is None
+    assert run(("store", (), [10]), ("store", (), [10])) is None
     assert "先后写了 out[10]" in run(("store", (4,), four[::-1]), ("store", (4,), four))
     assert run(("store", (4,), four), ("store", (4,), four)) is None
     assert run(("atomic", (4,), [10, 10, 11, 11]), ("atomic", (4,), [11, 10, 10, 11])) is None

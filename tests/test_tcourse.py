@@ -138,6 +138,47 @@ for w in range(8):
         "b6": "0.0"}, (got, r.stderr[-3000:])
     assert got.get("b3") in ("0.0", "1.0", "0.0|1.0"), got
 
+def test_the_replay_puts_reorderable_joins_in_a_layout_order_and_refuses_a_gather_out_of_range():
+    """Hostile round 13 (2026-12-07): tl.cat(..., can_reorder=True) stored in order, and tl.gather with index -1, were
+    right in the interpreter and wrong on sm_90 (the PTX stores z[t] and z[t + 128] side by side; the gather reads
+    shared memory outside its buffer). In the replay a cat and a reordering reshape take one order per shapes (two of
+    the same shapes agree, so offsets joined alike still match their values), and such a gather raises."""
+    code = r"""
+import tcourse
+tcourse.setup(quiet=True)
+from tcourse.runtime import prepare_interpreter
+prepare_interpreter(grading=True, float_seed=5)
+import torch, triton, triton.language as tl
+
+@triton.jit
+def k(o_ptr, o2_ptr, o3_ptr, BLOCK: tl.constexpr):
+    a = tl.arange(0, BLOCK)
+    z = tl.cat(a, a + BLOCK, can_reorder=True)
+    tl.store(o_ptr + tl.arange(0, 2 * BLOCK), z)
+    tl.store(o2_ptr + tl.cat(a, a + BLOCK, can_reorder=True), z)
+    r = tl.reshape(tl.arange(0, 2 * BLOCK), (2, BLOCK), can_reorder=True)
+    tl.store(o3_ptr + tl.arange(0, 2)[:, None] * BLOCK + a[None, :], r)
+
+@triton.jit
+def g(x_ptr, o_ptr, BLOCK: tl.constexpr):
+    a = tl.arange(0, BLOCK)
+    tl.store(o_ptr + a, tl.gather(tl.load(x_ptr + a), a - 1, 0))
+
+o, o2, o3 = (torch.zeros(16, dtype=torch.int32) for _ in range(3))
+k[(1,)](o, o2, o3, BLOCK=8)
+print("cat", o.tolist() == list(range(16)), o2.tolist() == list(range(16)), sorted(o.tolist()) == list(range(16)))
+print("reshape", o3.tolist() == list(range(16)), sorted(o3.tolist()) == list(range(16)))
+try:
+    g[(1,)](torch.arange(8.0), torch.zeros(8), BLOCK=8)
+    print("gather ran")
+except Exception as e:
+    print("gather", "[0, 8)" in str(e))
+"""
+    r = run_py(code, TCOURSE_DEVICE="cpu")
+    assert r.stdout.splitlines()[-3:] == ["cat False True True", "reshape False True", "gather True"], \
+        (r.stdout, r.stderr[-3000:])
+
+
 def test_setup_switches_interpreter_on_before_triton_loads():
     r = run_py("""
         import os, sys, tcourse

@@ -16,7 +16,8 @@
 #   `out` 也可能是行间有空隙的视图（用 `out.stride(0)`，它和 `x.stride(0)` 不一定相同）。
 # - float16 输入也要支持：在 kernel 里先转成 float32 再算（`x.to(tl.float32)`），存回时 `tl.store` 会按 `out` 的类型转换。
 # - 列数最多 8192。评分器会测：列数 1、质数、127/129、781、4096 以上（GPU 上还有 1000 列的 bfloat16），以及数值很大的输入（约 ±150）、
-#   每行整体平移不同大数（-400 到 400）的输入、每行都在 -2e4 到 -2e12 之间的输入、沿行从 0 增大到约 400 的宽行，
+#   每行整体平移不同大数（-400 到 400）的输入、每行都在 -2e4 到 -2e12 之间的输入、每行都是 float32 范围底部的同一个值
+#   （-2^100 到 -2^127，约 -1.7e38）的输入、沿行从 0 增大到约 400 的宽行，
 #   以及含 -inf 的行（被遮住的位置，可能连着一千多列；每行至少有一个有限值）。行数也可能是 533（比 GPU 上常用的 program 数多）。
 # %% id=ex02-setup role=setup
 import tcourse
@@ -96,6 +97,9 @@ VERY_WIDE = ("这一行超过 4096 列（最多 8192）：BLOCK_SIZE = triton.ne
              "（超出上限的列就没有算）。")
 FAR = ("这个测试每行的值都在 -2e4 到 -2e12 附近：被 mask 掉的列要读成 -inf（other=-float('inf')），"
        "-1e4、-1e6 这样的“很小的数”比这一行所有的值都大，会被当成最大值。")
+BOTTOM = ("这个测试每行都是同一个值，在 float32 范围的底部（-2^100 到 -2^127，约 -1e30 到 -1.7e38），结果是均匀的 1/列数："
+          "补齐的列要读成 -inf（other=-float('inf')），最大值的初值也是 -inf。-1e30、-1e38 这样的“很小的数”比这些行的值大，"
+          "会被当成最大值，exp 之后整行是 0，0/0 是 NaN。")
 RAMP = ("这一行很宽，值沿行从 0 增大到约 400：减去的必须是整行的最大值。按块处理一行时，每一块都要更新最大值并把之前的和"
         "乘 exp(m_old - m_new)；只用第一块的最大值，后面的块 exp 会溢出成 inf。")
 NEG_INF = ("这个测试每行前 55% 的值是 -inf（被遮住的位置，可能连着一千多列），后面是有限值：按块处理一行时，整块都是 -inf 的"
@@ -113,6 +117,7 @@ def cases(device, rng):
         hint = (TAIL if n & (n - 1) else "") if hint is None else hint  # TAIL is about a width that is no power of 2
         tag = (" 大数值" if fill == "large" else "") + (" 每行偏移不同" if fill == "row_offsets" else "") + \
             (" 每行都很负" if fill == "far_negative" else "") + (" 沿行递增到约 400" if fill == "ramp" else "") + \
+            (" 每行是 float32 底部的同一个值" if fill == "float32_bottom" else "") + \
             (" 每行前 55% 是 -inf" if fill == "neg_inf_head" else "") + \
             (" 行间有空隙" if layout == "padded" else "") + \
             (" out 行间有空隙" if out_layout == "padded" else "")
@@ -140,10 +145,13 @@ def cases(device, rng):
     # the special rows at the widest width too: a kernel may take another path (chunks) for wide rows
     cs += [one(2, 8192, "float32", "ramp", RAMP), one(2, 8192, "float32", "neg_inf_head", NEG_INF),
            one(2, 2000, "float32", "far_negative", FAR), one(4, 3000, "float32", "row_offsets", ROWS + " " + WIDE),
+           one(4, 2000, "float32", "float32_bottom", BOTTOM), one(6, 8191, "float32", "float32_bottom", BOTTOM),
            one(3, 2000, "float32", hint=OSTRIDE + " " + WIDE, out_layout="padded")]
     cs += [one(rng.randint(2, 6), n, "float32", "far_negative", FAR, hidden=True)
            for n in sizes(rng, 30, 600, avoid=tuple(1 << i for i in range(10)))]
     cs += [one(rng.randint(2, 4), n, "float32", "ramp", RAMP, hidden=True) for n in sizes(rng, 1025, 3000)]
+    cs += [one(rng.randint(4, 8), n, "float32", "float32_bottom", BOTTOM, hidden=True)
+           for n in sizes(rng, 30, 600, avoid=tuple(1 << i for i in range(10)))]
     if device == "cuda":
         cs += [one(17, 1000, "bfloat16"),
                Case("性能 (4096, 4000) float32", "float32", mode="perf", points=2.0,

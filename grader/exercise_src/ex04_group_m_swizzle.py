@@ -77,8 +77,7 @@ def swizzle_kernel(out_ptr, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 def swizzle_map(num_pid_m, num_pid_n, GROUP_M, out=None):
-    device = "cuda" if rt.gpu else "cpu"
-    out = torch.empty((num_pid_m * num_pid_n, 2), dtype=torch.int32, device=device) if out is None else out
+    out = torch.empty((num_pid_m * num_pid_n, 2), dtype=torch.int32, device=rt.device) if out is None else out
     ### BEGIN SOLUTION
     swizzle_kernel[(num_pid_m * num_pid_n,)](out, num_pid_m, num_pid_n, GROUP_M=GROUP_M)
     ### STUB

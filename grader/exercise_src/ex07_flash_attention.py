@@ -11,7 +11,7 @@
 # **要做的事**：`attention_kernel` 和 `attention(q, k, v, causal=False, sm_scale=None, out=None, BLOCK_M=16, BLOCK_N=16)`。
 #
 # **规则**：结果由 Triton kernel 算（`torch.softmax`、`torch.matmul`、`scaled_dot_product_attention` 等记 0 分）；写进 `out` 并返回。
-# `D` 是 16、32 或 64（16 位输入的 `tl.dot` 要求 K 维至少 16：`q @ kᵀ` 的 K 是 `D`，`p @ v` 的 K 是 `BLOCK_N`）。测试包括 S=1、17、65、每次重新抽取的 129–320（GPU 上还有 S=100 的 bfloat16），causal 与否，float16，很大的 q，以及每个分数都低于 -1e16 的输入；
+# `D` 是 16、32 或 64（16 位输入的 `tl.dot` 要求 K 维至少 16：`q @ kᵀ` 的 K 是 `D`，`p @ v` 的 K 是 `BLOCK_N`）。测试包括 S=1、17、65、每次重新抽取的 129–320（GPU 上还有 S=100 的 bfloat16），causal 与否，float16，很大的 q，以及每个分数都低于 -8e35 的输入；
 # 测试也会传入 `sm_scale`（用传进来的值，包括 0.0，不要自己算 `D ** -0.5`），以及不同的 `BLOCK_M`/`BLOCK_N`
 # （两者可以不相等，比如 `BLOCK_M=32, BLOCK_N=16`）。
 # %% id=ex07-setup role=setup
@@ -122,19 +122,20 @@ NEG = ("这个测试每一行的分数都很负（约 -130 到 -800）：m_i 要
        "l 为 0，结果是 NaN。")
 
 
-FAR = ("这个测试每个分数都在 -1e16 以下：被遮住的位置（causal、超出 S 的 key）要设成 -inf，"
-       "-1e4、-1e6 这样的“很小的数”比所有真实的分数都大，会被当成最大值。")
+FAR = ("这个测试每个分数都在 -8e35 以下：被遮住的位置（causal、超出 S 的 key）要设成 -inf，m_i 的初值也是 -inf；"
+       "-1e4、-1e30 这样的“很小的数”比所有真实的分数都大，会被当成最大值（m_i 从 -1e30 开始，exp(s - m) 全是 0，结果是 NaN）。")
 ZERO = ("这个测试传入 sm_scale=0.0（所有分数都是 0，结果是可见的 v 的平均）：判断有没有传 sm_scale 要写 "
         "sm_scale is None，不要写 sm_scale or D ** -0.5（0.0 也是假值）。")
 
 
-def _far_q(g, shape):  # integers in [-48, -32] times 2^21; with k in [40, 60] times 2^21 at D=64 every score is
-    # below -1e16 (a masked score set to any finite "small number" above that wins), exact in TF32 and float32
-    return -torch.randint(32, 49, shape, generator=g).double() * 2**21
+def _far_q(g, shape):  # integers in [-48, -32] times 2^53; with k in [40, 60] times 2^53 at D=64 every score is
+    # below -8e35 (a masked score or an m_i set to any finite "small number" above that wins), exact in TF32 and
+    # float32 (a sum of at most 64 * 48 * 60 < 2^18 times 2^106), 20 times below float32's largest value
+    return -torch.randint(32, 49, shape, generator=g).double() * 2**53
 
 
 def _far_k(g, shape):
-    return torch.randint(40, 61, shape, generator=g).double() * 2**21
+    return torch.randint(40, 61, shape, generator=g).double() * 2**53
 
 
 FP16_SCORES = ("这个测试是 float16，q 和 k 都很大（约 ±150），q·k 超过 float16 的最大值 65504：分数要在 float32 里算"
@@ -167,7 +168,7 @@ RANGE = ("float32 输入，v 约为 ±1e6（大多超过 float16 的最大值 65
 def cases(device, rng):
     def one(b, h, s, d, dt, causal, fill="randn", hint=TAIL, k_fill="randn", extra=None, v_fill="randn", **kw):
         tag = (" causal" if causal else "") + (" 大数值" if fill == "large" else "") + (" 分数很负" if fill is _neg_q else "")
-        tag += (" 分数低于 -1e16" if fill is _far_q else "") + (" q、k 都很大" if k_fill == "large" else "")
+        tag += (" 分数低于 -8e35" if fill is _far_q else "") + (" q、k 都很大" if k_fill == "large" else "")
         tag += " v 约为 80" if v_fill is _v80 else ""
         tag += " v 约为 ±1e6" if v_fill == "past_float16" else ""
         tag += "".join(f" {n}={v}" for n, v in (extra or {}).items())

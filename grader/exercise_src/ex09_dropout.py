@@ -5,7 +5,8 @@
 # `i` 是元素在整个张量里的下标（不是 block 内的下标）。这样：
 #
 # - 同一个 `seed`，换 `BLOCK_SIZE` 得到完全相同的 mask（评分器会用几种 BLOCK_SIZE 测）；
-# - 反向不需要存 mask：`dropout_backward(dy, p, seed)` 用同一个种子重新生成它，`dx = dy * keep / (1 - p)`。
+# - 反向不需要存 mask：`dropout_backward(dy, p, seed)` 用同一个种子重新生成它：保留的元素 `dx = dy / (1 - p)`，丢弃的是 `0`。
+# - 丢弃的元素一定写 `0`，即使输入是 inf 或 NaN：用 `tl.where(keep, x / (1 - p), 0.0)`，不要乘 mask（`inf * 0` 是 NaN）。
 #
 # `seed` 可以是 0 到 2^63 - 1 之间的任何整数，`tl.rand` 用到它的全部 64 位：原样传给 kernel，不要截断或取模。
 #
@@ -71,7 +72,7 @@ def dropout_backward(dy, p, seed, out=None, BLOCK_SIZE=1024):
     n = dy.numel()
     dropout_kernel[(triton.cdiv(n, BLOCK_SIZE),)](dy, out, n, p, seed, BLOCK_SIZE=BLOCK_SIZE)
     ### STUB
-    # TODO: 反向用同一个种子重新生成 mask：dx = dy * keep / (1 - p)
+    # TODO: 反向用同一个种子重新生成 mask：保留的 dx = dy / (1 - p)，丢弃的 0
     raise NotImplementedError("TODO: launch the backward")
     ### END SOLUTION
     return out
@@ -92,7 +93,9 @@ SCALE = "保留的元素要除以 (1 - p)（期望值不变），丢弃的写 0�
 FP16 = "float16 的 x：随机数保持 float32 再和 p 比较（转成 float16 会把 p 附近的数舍入到 p 上，改变 mask）。"
 BIG_SEED = "seed 至少 2^32：tl.rand 用 seed 的全部 64 位，原样传进 kernel，不要截断、取模或转成 32 位。"
 TAIL = "n 不是 BLOCK_SIZE 的整数倍：最后一个 program 的 tl.load/tl.store 要 mask=offs < n。"
-BACKWARD = "反向：用同一个 seed 重新生成 mask，dx = dy * keep / (1 - p)（不要存 mask，也不要换种子）。"
+BACKWARD = "反向：用同一个 seed 重新生成 mask，保留的 dx = dy / (1 - p)，丢弃的 0（不要存 mask，也不要换种子）。"
+NON_FINITE = ("这个测试的输入有 inf、-inf 和 NaN（各约一成）：丢弃的元素要写 0，保留的照常除以 (1 - p)（inf 还是 inf，NaN 还是 NaN）。"
+              "用 tl.where(keep, x / (1 - p), 0.0)；x * keep / (1 - p) 在丢弃的 inf、NaN 上得到 NaN（inf * 0 是 NaN）。")
 TIE = "p 恰好等于 tl.rand(seed, i)：元素 i 要丢弃。保留的条件是 tl.rand(seed, i) > p（严格大于），不是 >=。"
 
 
@@ -113,10 +116,11 @@ def rand_at(seed, i):
 
 
 def cases(device, rng):
-    def one(n, dt, p, seed, block=1024, hint=OFFSETS, func="dropout", **kw):
+    def one(n, dt, p, seed, block=1024, hint=OFFSETS, func="dropout", fill="randn", **kw):
         name = "dy" if func == "dropout_backward" else "x"
         ref = dropout_backward_spec if func == "dropout_backward" else None
-        return Case(f"{func} n={n} p={p} BLOCK_SIZE={block} {dt}", dt, (Tensor(name, (n,)),),
+        tag = " 含 inf 和 NaN" if fill == "non_finite" else ""
+        return Case(f"{func} n={n} p={p} BLOCK_SIZE={block} {dt}{tag}", dt, (Tensor(name, (n,), fill),),
                     {"p": p, "seed": seed, "BLOCK_SIZE": block}, (name, "p", "seed"), ("BLOCK_SIZE",),
                     out_shape=(n,), hint=hint, func=func, reference=ref, **kw)
 
@@ -126,13 +130,18 @@ def cases(device, rng):
           one(1000, "float32", 0.3, 1234, 512, hint=BACKWARD, func="dropout_backward", public=True),
           one(1500, "float32", 0.9, 77, 256, hint=BACKWARD + " 这个反向测试的 p、seed 和 BLOCK_SIZE 都和别的反向测试不同。",
               func="dropout_backward"),
-          one(333, "float16", 0.1, 2024, 128, hint=BACKWARD + " float16 的 dy。", func="dropout_backward")]
+          one(333, "float16", 0.1, 2024, 128, hint=BACKWARD + " float16 的 dy。", func="dropout_backward"),
+          one(1000, "float32", 0.5, 31, 256, hint=NON_FINITE, fill="non_finite"),
+          one(777, "float16", 0.3, 8, 128, hint=NON_FINITE, fill="non_finite"),
+          one(1000, "float32", 0.5, 32, 256, hint=BACKWARD + " " + NON_FINITE, func="dropout_backward", fill="non_finite")]
     seed = rng.randint(0, 2**31 - 1)
     n_hidden = sizes(rng, 5_000, 20_000)[0]
     cs += [one(n_hidden, "float32", 0.5, seed, b, hidden=True) for b in (256, 1024, 4096)]  # one seed, three blocks
     cs += [one(n, "float32", 0.2, rng.randint(0, 2**31 - 1), 1024, TAIL, hidden=True)
            for n in near_multiples(rng, (1024, 2048), 2, (1, 8), offsets=(-1, 1))]
     cs += [one(sizes(rng, 1000, 5000)[0], "float32", 0.5, rng.randint(2**32, 2**63 - 1), 1024, BIG_SEED, hidden=True)]
+    cs += [one(sizes(rng, 500, 3000)[0], "float32", rng.choice((0.3, 0.5)), rng.randint(0, 2**31 - 1), 512, NON_FINITE,
+               fill="non_finite", hidden=True)]
     cs += [one(sizes(rng, 100_000, 200_000)[0], "float16", 0.3, rng.randint(0, 2**31 - 1), 512, FP16, hidden=True),
            one(sizes(rng, 100, 20_000)[0], "float32", rng.choice((0.1, 0.5, 0.9)), seed, 1024, BACKWARD,
                "dropout_backward", hidden=True),

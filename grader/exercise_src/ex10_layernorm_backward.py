@@ -13,8 +13,8 @@
 # 并 `return dx, dw, db`。推荐做法：G 个 program，每个处理行 `g, g+G, g+2G, ...`，在 fp32 寄存器里累加这些行的
 # `dy * xhat` 和 `dy`，写一行部分和到 `(G, N)` 的 fp32 缓冲；第二个 kernel 把 G 行加起来写进 `dw`、`db`。
 # （也可以用 `tl.atomic_add`，但要加到 fp32 缓冲里再转换，fp16 的原子加误差太大。）
-# `G` 是 program 数：`G=None` 时自己选（GPU 上每个 SM 几个 program，像第 10 章那样取 `min(M, 4 * SM 数)`，H200 有 132 个 SM；
-# G 比 SM 数少时有的 SM 闲着）；测试也会传入 `G`，可能比
+# `G` 是 program 数：`G=None` 时自己选（像第 10 章那样每个 SM 几个 program：`min(M, 4 * 132)`，H200 有 132 个 SM；
+# G 比 SM 数少时有的 SM 闲着；不要按设备选不同的 G，评分在 CPU 上只看得到 CPU 那一支）；测试也会传入 `G`，可能比
 # `sum_partials_kernel` 一次读的 `BLOCK_G` 行多（比如 20，也有 300），也可能比行数 `M` 还多（有的 program 一行也分不到）。
 #
 # **规则**：结果由 Triton kernel 算（`torch.autograd`、`layer_norm`、`torch.sum`、`torch.mean` 等记 0 分）。
@@ -95,7 +95,7 @@ def layernorm_backward(x, weight, dy, eps=1e-5, dx=None, dw=None, db=None, G=Non
     db = torch.empty_like(weight) if db is None else db
     ### BEGIN SOLUTION
     if G is None:
-        G = min(M, 4 * 132 if x.is_cuda else 4)  # H200: 132 SMs
+        G = min(M, 4 * 132)  # H200: 132 SMs, four programs each; the same on every device
     dw_part = torch.empty((G, N), dtype=torch.float32, device=x.device)
     db_part = torch.empty((G, N), dtype=torch.float32, device=x.device)
     layernorm_bwd_kernel[(G,)](x, weight, dy, dx, dw_part, db_part, M, N, x.stride(0), dy.stride(0), dx.stride(0), eps,
