@@ -13,9 +13,10 @@ barrier. A load of an address another position stored, a store to an address ano
 plain store to an address another position stored with a plain store (which one lands is undefined) is
 reported. Reading back what the same position wrote is fine: the same thread on a GPU, as long as the two
 accesses have the same shape, so a position is its shape and its index (:meth:`Lanes.position`). A scalar
-access (one element) is its own shape. A scalar store is one thread's (thread 0's), a scalar load every thread's: so a
-scalar load of an address stored since the barrier, by any position, a scalar one included, is a race (the other
-threads may read before the store lands). A store after a scalar load of its address is not reported: the one thread
+access (one element) is its own shape. A scalar store is one thread's (thread 0's), a scalar load every thread's, and
+so for any block of fewer elements than the program has threads (a [32] block under 4 warps: each warp holds a copy,
+one copy stores): a load of an address stored since the barrier, by any position, its own included, is a race there
+(the other copies may read before the store lands). A store after a scalar load of its address is not reported: the one thread
 that stores has loaded first, and what the others read there only matters if they use it, which is not followed. Within one store, two positions that put
 different values into the same address are reported too: which one lands is undefined on a GPU. An atomic
 counts as a store here (another element reading what it wrote still needs the barrier); atomics of several
@@ -30,6 +31,7 @@ import numpy as np
 
 class Lanes:
     SHAPE = 1 << 40  # a position is shape number * SHAPE + index in that shape
+    threads = 128  # of the program (32 * num_warps), set by the replay for each launch
 
     def __init__(self):
         self.program = None
@@ -45,10 +47,11 @@ class Lanes:
         code = self.shapes.setdefault(shape, len(self.shapes))
         return code * self.SHAPE + index
 
-    def _scalar(self, pos: np.ndarray) -> np.ndarray:
-        """Which positions are scalar accesses (every thread of the program makes a scalar load)."""
-        code = self.shapes.get(())
-        return np.zeros(pos.shape, dtype=bool) if code is None else (pos // self.SHAPE == code)
+    def _replicated(self, pos: np.ndarray) -> np.ndarray:
+        """Which positions belong to accesses of fewer elements than the program has threads: a scalar, or a [32]
+        block under 4 warps. Every copy of such a block loads it, and only one copy stores."""
+        small = [c for sh, c in self.shapes.items() if int(np.prod(sh)) < self.threads]
+        return np.isin(pos // self.SHAPE, small)
 
     def _show(self, pos: int) -> str:
         shape = next((sh for sh, c in self.shapes.items() if c == pos // self.SHAPE), None)
@@ -72,14 +75,17 @@ class Lanes:
         self._enter(program)
         if self.found is None and self.s_addr.size:
             at = np.clip(np.searchsorted(self.s_addr, addrs), 0, self.s_addr.size - 1)
-            other = (self.s_addr[at] == addrs) & ((self.s_pos[at] != pos) | self._scalar(pos))
+            other = (self.s_addr[at] == addrs) & ((self.s_pos[at] != pos) | self._replicated(pos))
             if other.any():
                 i = int(np.argmax(other))
-                reader = "标量 load（program 的每个线程都执行它）" if self._scalar(pos[i:i + 1])[0] else \
-                    f"元素 {self._show(int(pos[i]))}"
+                copies = bool(self._replicated(pos[i:i + 1])[0])
+                scalar = int(pos[i]) // self.SHAPE == self.shapes.get(())
+                reader = "标量 load（program 的每个线程都执行它）" if scalar else (
+                    f"元素 {self._show(int(pos[i]))}（它的块比 program 的 {self.threads} 个线程小，每个 warp 都有一份，"
+                    "都执行这次 load）" if copies else f"元素 {self._show(int(pos[i]))} ")
                 self.found = (f"program {program} 里，{reader}读取了同一个 program 的元素 "
                               f"{self._show(int(self.s_pos[at[i]]))} 刚写进 {label(int(addrs[i]))} 的值，中间没有 tl.debug_barrier()"
-                              + ("：写它的只有一个线程，别的线程可能在写之前就读了" if reader.startswith("标量") else ""))
+                              + ("：写它的只有一份（一个线程），别的线程可能在写之前就读了" if copies else ""))
         a = np.concatenate([self.l_addr, addrs])
         lo = np.concatenate([self.l_lo, pos])
         hi = np.concatenate([self.l_hi, pos])

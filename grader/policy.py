@@ -72,7 +72,8 @@ MODULE_PATHS = {
 # its launch when ``x.is_cuda``, an autotuner pruned to one config unless on CUDA).
 DEVICE_PATHS = {"torch.cuda.is_available", "torch.cuda.current_device", "torch.cuda.get_device_capability",
                 "torch.__version__", "triton.__version__", "rt.gpu", "rt.device", "rt.pick", "rt.interpret"}
-DEVICE_ATTRS = {"is_cuda", "device", "cuda", "cpu"}
+DEVICE_ATTRS = {"is_cuda", "device", "cuda", "cpu", "type", "data_ptr"}  # x.type(): 'torch.cuda.FloatTensor'; a
+# CUDA allocation is 256-byte aligned, a CPU one 64-byte: data_ptr() % 256 tells them apart without naming either
 DEVICE_PURE_CALLS = (["torch", "cuda", "is_available"], ["torch", "cuda", "current_device"], ["torch", "device"], ["str"])
 DEVICE_ONLY = ("答案的 host 代码只能用设备来指定在哪里分配张量（torch.empty(..., device=x.device)）或打印：按设备走不同的路"
                "（if x.is_cuda、torch.cuda.is_available()、rt.gpu、x.device 的比较），评分在 CPU 上只检查 CPU 那一支，"
@@ -370,6 +371,8 @@ class _Checker:
     # --- host code ---------------------------------------------------------------------------
     def host(self, tree: ast.Module) -> None:
         self.device_ok = _device_contexts(tree)
+        self.message_ok = _message_contexts(tree)
+        self.functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_is_jit(d) for d in node.decorator_list):
                 self.kernel(node)
@@ -416,6 +419,20 @@ class _Checker:
             self.bad(node, "包装函数里不需要 async/yield", "写普通函数")
         elif isinstance(node, ast.With):
             self.bad(node, "答案单元里不需要 with 语句", "直接调用")
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            self.bad(node, "答案单元里不需要 try/except：只在一种设备上出现的异常（torch.cuda.synchronize() 在没有 GPU 的"
+                           "机器上、torch.empty(..., device=\"cuda\")）会让 CPU 上评分和 GPU 上走不同的路",
+                     "让错误直接抛出来")
+        elif (isinstance(node, ast.JoinedStr) or isinstance(node, ast.Call) and _dotted(node.func) == ["str"]) \
+                and id(node) not in self.message_ok:
+            self.bad(node, "字符串（f-string、str(...)）只能用在 print、assert 的说明和 raise 里：张量变成字符串时带着它在哪个"
+                           "设备上（device='cuda:0'），拿它比较，CPU 上评分和 GPU 上会走不同的路",
+                     "比较 dtype 写 x.dtype == torch.float16，不要比较字符串")
+        elif isinstance(node, ast.Call) and _dotted(node.func) == ["triton", "set_allocator"] \
+                and not self.plain_allocator(node):
+            self.bad(node, "triton.set_allocator 只接受模板里那样的分配函数：def f(size, alignment, stream): return "
+                           "torch.empty(size, dtype=torch.int8, device=...)（评分在 CPU 上跑，解释器从不调用它；GPU 上启动时"
+                           "按 grid 要这么多字节，给少了 kernel 就写到缓冲区外面）", "用模板里的 _scratch")
         elif isinstance(node, ast.ClassDef):
             for b in node.bases:
                 if _dotted(b) not in (["object"],):
@@ -435,6 +452,18 @@ class _Checker:
         elif isinstance(node, ast.Attribute):
             self.attribute(node, host=True)
         self.binding(node, UNBINDABLE)
+
+    def plain_allocator(self, call: ast.Call) -> bool:
+        """``triton.set_allocator(f)`` with ``f`` a function of this cell whose whole body is
+        ``return torch.empty(size, dtype=torch.int8, device=...)``, ``size`` its first parameter."""
+        fn = self.functions.get(call.args[0].id) if len(call.args) == 1 and isinstance(call.args[0], ast.Name) else None
+        if fn is None or len(fn.body) != 1 or not isinstance(fn.body[0], ast.Return) or not fn.args.args:
+            return False
+        ret = fn.body[0].value
+        return (isinstance(ret, ast.Call) and _dotted(ret.func) == ["torch", "empty"] and len(ret.args) == 1
+                and isinstance(ret.args[0], ast.Name) and ret.args[0].id == fn.args.args[0].arg
+                and {k.arg for k in ret.keywords} == {"dtype", "device"}
+                and any(k.arg == "dtype" and _dotted(k.value) == ["torch", "int8"] for k in ret.keywords))
 
     def binding(self, node: ast.AST, names: set[str]) -> None:
         """A name in ``names`` bound by ``node`` (assigned, a parameter, a def, a class, an import, an except)."""
@@ -603,6 +632,23 @@ def _device_contexts(tree: ast.Module) -> set[int]:
             if not any(isinstance(m, (ast.NamedExpr, ast.Lambda)) or isinstance(m, ast.Call)
                        and _dotted(m.func) not in DEVICE_PURE_CALLS for m in inner):
                 ok |= {id(m) for m in inner}
+    return ok
+
+
+def _message_contexts(tree: ast.Module) -> set[int]:
+    """The nodes inside a ``print(...)``'s arguments, an ``assert``'s message or a ``raise``: where a string of
+    the learner's only says something, and compares with nothing."""
+    ok: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and _dotted(n.func) == ["print"]:
+            parts = [*n.args, *(k.value for k in n.keywords)]
+        elif isinstance(n, ast.Assert) and n.msg is not None:
+            parts = [n.msg]
+        elif isinstance(n, ast.Raise) and n.exc is not None:
+            parts = [n.exc]
+        else:
+            continue
+        ok |= {id(m) for part in parts for m in ast.walk(part)}
     return ok
 
 

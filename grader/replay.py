@@ -686,6 +686,7 @@ class Replayer:
             for kernel, grid, args, kwargs in self.decoded(launches, bufs):
                 if self.guard is not None:
                     self.guard.in_order = spin.InOrder()
+                    self.guard.lanes.threads = 32 * int(kwargs.get("num_warps", 4))
                 if rng is None or math.prod(grid) > interleave.MAX_PROGRAMS:
                     kernel[grid](*args, **kwargs)
                 else:

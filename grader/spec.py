@@ -90,6 +90,9 @@ FILLS: dict[str, Callable] = {
     ).double()).expand(shape).clone(),
     # randn with one value in ten +inf, one -inf and one NaN
     "non_finite": _non_finite,
+    # randn with 3e4 in each row's first column: a one-pass variance shifted by x[0] cancels there (ex05, ex10)
+    "first_far": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64).index_fill(
+        -1, torch.tensor([0]), 3e4),
 }
 # the tolerance of a "halves" @ "near_100" case: float32 partial sums of up to about 7e5 round by up to 0.03 at each
 # step along K, so a result near 0 carries an error of a few units in any float32 accumulation order (a float16

@@ -123,9 +123,17 @@ CLAIMS = {
     and not c.scalars["causal"] and _fill(c, "v").__name__ == "_v80" and _fill(c, "q").__name__ == "_small"
     and _fill(c, "k").__name__ == "_small",
     # q . k = -2^62 * 2^62 + at most 31 * 4 = -2^124 + O(124); times 0.125: about -2^121 (-2.7e36)
-    ("ex12_flash_attention_backward", "FARTHER"): lambda c, blk: c.scalars["sm_scale"] == 0.125
+    ("ex12_flash_attention_backward", "FARTHER"): lambda c, blk: c.scalars["sm_scale"] == 1.0
     and _fill(c, "q").__name__ == "_farther_q" and _fill(c, "k").__name__ == "_farther_k"
-    and (2**124 - 4 * (_dim(c, "q", 3) - 1)) * 0.125 > 2.6e36,
+    and 1.5 * 2**126 - 4 * (_dim(c, "q", 3) - 1) > 1.2e38,
+    ("ex12_flash_attention_backward", "FP16_DV"): lambda c, blk: c.dtype == "float16" and 1000 * (_dim(c, "q", 2) // 2) > 65504
+    and not c.scalars["causal"] and _fill(c, "q").__name__ == "_first_key_q" and _fill(c, "do").__name__ == "_do_halves",
+    ("ex07_flash_attention", "BOTTOM"): lambda c, blk: _fill(c, "q").__name__ == "_bottom_q"
+    and _fill(c, "k").__name__ == "_bottom_k" and c.scalars["sm_scale"] == 1.0 and _dim(c, "q", 3) == 16,
+    ("ex07_flash_attention", "BIG_SCALE"): lambda c, blk: c.dtype == "float16" and c.scalars["sm_scale"] >= 8
+    and _fill(c, "q").__name__ == "_q300",
+    ("ex10_layernorm_backward", "FIRST_FAR"): lambda c, blk: _fill(c, "x") == "first_far",
+    ("ex01_axpy", "BIG_A"): lambda c, blk: c.dtype == "float16" and abs(c.scalars["a"]) > 65504,
     ("ex12_flash_attention_backward", "FP16_SCORES"): lambda c, blk: c.dtype == "float16"
     and _fill(c, "q").__name__ == "_q8" and _fill(c, "k").__name__ == "_q8",
     # float32 with 1e6 * randn in the operand the hint names: most values past float16's 65504
@@ -178,7 +186,7 @@ CLAIMS = {
                             ("dr08_cumsum", "MANY_ROWS", "x"), ("dr07_batched_dot", "MANY_BATCHES", "a"))},
     ("ex10_layernorm_backward", "G_LARGE"): lambda c, blk: c.scalars["G"] == 300 and _dim(c, "x", 0) >= 300,
     ("ex10_layernorm_backward", "WIDE_ROW"): lambda c, blk: _dim(c, "x", 1) == 5000 and _fill(c, "x") == "offset",
-    ("ex05_layernorm", "FIRST_FAR"): lambda c, blk: getattr(_fill(c, "x"), "__name__", "") == "_first_far",
+    ("ex05_layernorm", "FIRST_FAR"): lambda c, blk: _fill(c, "x") == "first_far",
     # row tiles past GROUP_M 4 and 8 and no multiple of them, for BLOCK_M 32 and 64 (the text's counts); more than
     # one column tile
     ("ex03_matmul", "GROUPS"): lambda c, blk: _dim(c, "a", 0) == 1100 and _dim(c, "b", 1) > 128 and all(

@@ -1030,8 +1030,9 @@ def test_lanes_of_other_shapes_scalars_and_two_plain_stores_are_races():
 
     from grader.lanes import Lanes
 
-    def run(*accesses):
+    def run(*accesses, threads=2):  # 2: only a scalar is smaller than the program
         lanes, label = Lanes(), (lambda a: f"out[{a}]")
+        lanes.threads = threads
         for kind, shape, addrs in accesses:
             addrs = np.array(addrs, dtype=np.int64)
             pos = lanes.position(shape, np.arange(addrs.size))
@@ -1046,10 +1047,14 @@ def test_lanes_of_other_shapes_scalars_and_two_plain_stores_are_races():
     assert "形状" in run(("store", (4,), four), ("load", (2, 2), four))
     assert "out[10]" in run(("store", (4,), four), ("load", (), [10]))
     # a scalar store is thread 0's, a scalar load every thread's (hostile round 13: no bar.sync between in the PTX)
-    assert "只有一个线程" in run(("store", (), [10]), ("load", (), [10]))
+    assert "标量 load" in run(("store", (), [10]), ("load", (), [10]))
     assert run(("load", (), [10]), ("store", (), [10])) is None  # thread 0 loads before it stores
     assert run(("load", (), [10]), ("load", (), [10])) is None
     assert run(("store", (), [10]), ("store", (), [10])) is None
+    # hostile round 14: a [32] block under 4 warps is held by every warp, one copy stores; a [128] block is not
+    block = list(range(10, 42))
+    assert "每个 warp 都有一份" in run(("store", (32,), block), ("load", (32,), block), threads=128)
+    assert run(("store", (128,), list(range(128))), ("load", (128,), list(range(128))), threads=128) is None
     assert "先后写了 out[10]" in run(("store", (4,), four[::-1]), ("store", (4,), four))
     assert run(("store", (4,), four), ("store", (4,), four)) is None
     assert run(("atomic", (4,), [10, 10, 11, 11]), ("atomic", (4,), [11, 10, 10, 11])) is None

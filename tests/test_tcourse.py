@@ -142,7 +142,9 @@ def test_the_replay_puts_reorderable_joins_in_a_layout_order_and_refuses_a_gathe
     """Hostile round 13 (2026-12-07): tl.cat(..., can_reorder=True) stored in order, and tl.gather with index -1, were
     right in the interpreter and wrong on sm_90 (the PTX stores z[t] and z[t + 128] side by side; the gather reads
     shared memory outside its buffer). In the replay a cat and a reordering reshape take one order per shapes (two of
-    the same shapes agree, so offsets joined alike still match their values), and such a gather raises."""
+    the same shapes agree, so offsets joined alike still match their values), and such a gather raises. Round 14:
+    300.0 to int8 is 44 (cvt.rzi.s16, then the low byte; the interpreter saturated to 127), and a shift by 32 of an
+    int32 raises (poison in LLVM)."""
     code = r"""
 import tcourse
 tcourse.setup(quiet=True)
@@ -173,10 +175,24 @@ try:
     print("gather ran")
 except Exception as e:
     print("gather", "[0, 8)" in str(e))
+
+@triton.jit
+def narrow(o_ptr, a, S: tl.constexpr):  # hostile round 14: 300.0 to int8, a shift by the operand's width
+    i = tl.arange(0, 4)
+    tl.store(o_ptr + i, ((a * 0.0 + 300.0).to(tl.int8).to(tl.int32) + (i << S)))
+
+o = torch.zeros(4, dtype=torch.int32)
+narrow[(1,)](o, 1.0, S=1)
+print("int8", o.tolist())
+try:
+    narrow[(1,)](o, 1.0, S=32)
+    print("shift ran")
+except Exception as e:
+    print("shift", "[0, 32)" in str(e))
 """
     r = run_py(code, TCOURSE_DEVICE="cpu")
-    assert r.stdout.splitlines()[-3:] == ["cat False True True", "reshape False True", "gather True"], \
-        (r.stdout, r.stderr[-3000:])
+    assert r.stdout.splitlines()[-5:] == ["cat False True True", "reshape False True", "gather True",
+                                          "int8 [44, 46, 48, 50]", "shift True"], (r.stdout, r.stderr[-3000:])
 
 
 def test_setup_switches_interpreter_on_before_triton_loads():

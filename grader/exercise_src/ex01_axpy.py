@@ -1,7 +1,7 @@
 # %% [markdown] id=ex01-intro
 # # 练习 1：AXPY（`out = a * x + y`）
 #
-# 把向量加法改成 AXPY：每个元素 `out[i] = a * x[i] + y[i]`，`a` 是一个 Python 标量。
+# 把向量加法改成 AXPY：每个元素 `out[i] = a * x[i] + y[i]`，`a` 是一个 Python 浮点数（float，可以超出 float16 的范围）。
 #
 # **要做的事**
 #
@@ -113,21 +113,29 @@ BLOCK = ("这个测试传入了 BLOCK_SIZE=... 关键字参数：grid = triton.c
 SCALAR_FP32 = " 这个测试的 a 有六位小数（float16、bfloat16 都表示不了）：float32 输入时 a 在 kernel 里保持 float32，不要转成低精度。"
 
 
+BIG_A = ("float16 的 x、y，a = 1e5（超过 float16 的最大值 65504），x 约为 ±1e-3，a * x 约为 ±100：a 是 float32 标量，"
+         "a * x 在 float32 里算，不要把 a 转成 x 的 dtype（a.to(x.dtype) 是 inf）。")
+
+
+def _milli(g, shape):
+    return 1e-3 * torch.randn(shape, generator=g, dtype=torch.float64)
+
+
 def cases(device, rng):
-    def one(n, dt, hint=None, a=-1.75, block=None, **kw):
+    def one(n, dt, hint=None, a=-1.75, block=None, x_fill="randn", **kw):
         hint = (TAIL if n % (block or 1024) else EXACT) if hint is None else hint
         tag = (f" a={a:g}" if a != -1.75 else "") + (f" BLOCK_SIZE={block}" if block else "")
         scalars, kwargs = {"a": a}, ()
         if block:
             scalars, kwargs = {"a": a, "BLOCK_SIZE": block}, ("BLOCK_SIZE",)
-        return Case(f"n={n} {dt}{tag}", dt, (Tensor("x", (n,)), Tensor("y", (n,))), scalars, ("a", "x", "y"),
+        return Case(f"n={n} {dt}{tag}", dt, (Tensor("x", (n,), x_fill), Tensor("y", (n,))), scalars, ("a", "x", "y"),
                     kwargs=kwargs, out_shape=(n,), hint=hint, **kw)
 
     cs = [one(1, "float32", "只有一个元素：grid 至少要有 1 个 program，而且要 mask。", public=True),
           one(7, "float32", public=True), one(1025, "float32", public=True), one(4099, "float32"),
           one(7, "float16", public=True), one(1025, "float16"),
           one(1000, "float32", SCALAR, a=2.5, public=True), one(777, "float16", SCALAR, a=-0.375),
-          one(1000, "float32", BLOCK, a=0.75, block=128)]
+          one(1000, "float32", BLOCK, a=0.75, block=128), one(999, "float16", BIG_A, a=1e5, x_fill=_milli)]
     cs += [one(n, "float32", EXACT, hidden=True) for n in near_multiples(rng, (1024, 2048, 4096), 2, (2, 8))]
     cs += [one(rng.randint(2, 8) * 1024, "float32", EXACT, hidden=True)]  # always one exact multiple
     cs += [one(n, "float32", BIG, hidden=True) for n in sizes(rng, (1 << 20) + 1, (1 << 20) + 70_000)]

@@ -1,7 +1,7 @@
 # %% [markdown] id=ex07-intro
 # # 练习 7：FlashAttention 风格的注意力前向
 #
-# `q, k, v` 形状都是 `(B, H, S, D)`（连续存放），`out = softmax(q @ k^T * sm_scale) @ v`，`sm_scale` 默认 `D ** -0.5`；
+# `q, k, v` 形状都是 `(B, H, S, D)`（连续存放），`out = softmax(q @ k^T * sm_scale) @ v`，`sm_scale` 默认 `D ** -0.5`，不小于 0；
 # `causal=True` 时 query `i` 只能看 key `j <= i`。
 #
 # 不能把 `S x S` 的分数矩阵整个存下来：每个 program 负责 `BLOCK_M` 个 query，沿 key 方向一块一块（`BLOCK_N`）地走，
@@ -11,7 +11,7 @@
 # **要做的事**：`attention_kernel` 和 `attention(q, k, v, causal=False, sm_scale=None, out=None, BLOCK_M=16, BLOCK_N=16)`。
 #
 # **规则**：结果由 Triton kernel 算（`torch.softmax`、`torch.matmul`、`scaled_dot_product_attention` 等记 0 分）；写进 `out` 并返回。
-# `D` 是 16、32 或 64（16 位输入的 `tl.dot` 要求 K 维至少 16：`q @ kᵀ` 的 K 是 `D`，`p @ v` 的 K 是 `BLOCK_N`）。测试包括 S=1、17、65、每次重新抽取的 129–320（GPU 上还有 S=100 的 bfloat16），causal 与否，float16，很大的 q，以及每个分数都低于 -8e35 的输入；
+# `D` 是 16、32 或 64（16 位输入的 `tl.dot` 要求 K 维至少 16：`q @ kᵀ` 的 K 是 `D`，`p @ v` 的 K 是 `BLOCK_N`）。测试包括 S=1、17、65、每次重新抽取的 129–320（GPU 上还有 S=100 的 bfloat16），causal 与否，float16，很大的 q，以及每个分数都低于 -8e35、都等于 -1.3e38 的输入，float16 下 sm_scale=300 的输入；
 # 测试也会传入 `sm_scale`（用传进来的值，包括 0.0，不要自己算 `D ** -0.5`），以及不同的 `BLOCK_M`/`BLOCK_N`
 # （两者可以不相等，比如 `BLOCK_M=32, BLOCK_N=16`）。
 # %% id=ex07-setup role=setup
@@ -24,6 +24,8 @@ import torch, triton, triton.language as tl
 def attention_spec(q, k, v, causal=False, sm_scale=None):
     qd, kd, vd = q.double(), k.double(), v.double()
     sm_scale = q.shape[-1] ** -0.5 if sm_scale is None else sm_scale
+    if sm_scale < 0:
+        raise ValueError("sm_scale must be >= 0")
     s = qd @ kd.transpose(-1, -2) * sm_scale
     if causal:
         S = q.shape[-2]
@@ -161,6 +163,24 @@ def _pos_k(g, shape):
     return torch.randint(1, 5, shape, generator=g).double()
 
 
+BOTTOM = ("这个测试每个分数都是 -1.5 × 2^126（约 -1.3e38，在 float32 范围的底部），结果是可见的 v 的平均：m_i 的初值和被遮住的"
+          "位置都要用 -inf，-1e38 这样的“很小的数”也比这些分数大。")
+BIG_SCALE = ("这个测试是 float16，sm_scale=300，q 约为 ±300：q * sm_scale 超过 float16 的最大值 65504。不要先把 q 乘 sm_scale "
+             "再转回 float16，分数在 float32 里算出来以后再乘 sm_scale。")
+
+
+def _bottom_q(g, shape):  # with _bottom_k at D=16 and sm_scale=1: every score is -1.5 * 2^126 exactly
+    return torch.full(shape, -1.5 * 2.0**61, dtype=torch.float64)
+
+
+def _bottom_k(g, shape):
+    return torch.full(shape, 2.0**61, dtype=torch.float64)
+
+
+def _q300(g, shape):
+    return 300 * torch.randn(shape, generator=g, dtype=torch.float64)
+
+
 RANGE = ("float32 输入，v 约为 ±1e6（大多超过 float16 的最大值 65504），输出也一样大：tl.dot(p, v) 里 p 转成 v 的 dtype"
          "（p.to(v.dtype)），不要把 v、acc 或输出转成 float16（会变成 inf）。")
 
@@ -169,6 +189,7 @@ def cases(device, rng):
     def one(b, h, s, d, dt, causal, fill="randn", hint=TAIL, k_fill="randn", extra=None, v_fill="randn", **kw):
         tag = (" causal" if causal else "") + (" 大数值" if fill == "large" else "") + (" 分数很负" if fill is _neg_q else "")
         tag += (" 分数低于 -8e35" if fill is _far_q else "") + (" q、k 都很大" if k_fill == "large" else "")
+        tag += (" 分数都是 -1.3e38" if fill is _bottom_q else "") + (" q 约为 ±300" if fill is _q300 else "")
         tag += " v 约为 80" if v_fill is _v80 else ""
         tag += " v 约为 ±1e6" if v_fill == "past_float16" else ""
         tag += "".join(f" {n}={v}" for n, v in (extra or {}).items())
@@ -202,7 +223,10 @@ def cases(device, rng):
           # the unnormalised accumulator
           one(1, 1, 64, 64, "float16", False, "large", FP16_SCORES, k_fill="large"),
           one(1, 1, 1024, 16, "float16", False, _small, FP16_ACC, k_fill=_small, v_fill=_v80),
-          one(1, 2, 40, 32, "float32", True, hint=RANGE, v_fill="past_float16", tol=PAST_FLOAT16_TOL)]
+          one(1, 2, 40, 32, "float32", True, hint=RANGE, v_fill="past_float16", tol=PAST_FLOAT16_TOL),
+          one(1, 1, 20, 16, "float32", False, _bottom_q, BOTTOM, k_fill=_bottom_k, extra={"sm_scale": 1.0}),
+          one(1, 1, 20, 16, "float32", True, _bottom_q, BOTTOM, k_fill=_bottom_k, extra={"sm_scale": 1.0}),
+          one(1, 1, 40, 32, "float16", False, _q300, BIG_SCALE, extra={"sm_scale": 300.0})]
     long_s = sizes(rng, 129, 320, 2)
     cs += [one(1, 2, long_s[0], 16, "float32", False, hint=ONLINE, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, hint=CAUSAL + " " + ONLINE, hidden=True),

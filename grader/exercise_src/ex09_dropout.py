@@ -15,7 +15,8 @@
 #
 # **规则**：结果由 Triton kernel 算（`torch.nn.functional.dropout`、`torch.rand`、`torch.where`、`torch.bernoulli` 等记 0 分）；
 # 写进 `out` 并返回；`x` 是一维连续张量。测试包括 n = 1、质数、BLOCK_SIZE 的倍数 ±1，p = 0、0.1、0.3、0.5、0.9，
-# 也有 p 恰好等于某个 `tl.rand(seed, i)` 的情形（那个元素要丢弃：`>`，不是 `>=`），float32 与 float16，前向与反向都测。
+# 也有 p 恰好等于某个 `tl.rand(seed, i)` 的情形（那个元素要丢弃：`>`，不是 `>=`），含 inf 和 NaN 的输入，float32 与 float16，
+# 前向与反向都测。
 # %% id=ex09-setup role=setup
 import tcourse
 rt = tcourse.setup()   # 无 GPU 时在 import triton 之前打开解释器，并打印环境表

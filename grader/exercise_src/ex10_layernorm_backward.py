@@ -18,7 +18,7 @@
 # `sum_partials_kernel` 一次读的 `BLOCK_G` 行多（比如 20，也有 300），也可能比行数 `M` 还多（有的 program 一行也分不到）。
 #
 # **规则**：结果由 Triton kernel 算（`torch.autograd`、`layer_norm`、`torch.sum`、`torch.mean` 等记 0 分）。
-# 测试包括 1 列、7 列、非 2 的幂的列数、5000 列、几百行、float16（dw、db 的部分和可能超过 2048）、每行均值很大的输入（float32 和 float16）、不同的 `eps`；
+# 测试包括 1 列、7 列、非 2 的幂的列数、5000 列、几百行、float16（dw、db 的部分和可能超过 2048）、每行均值很大的输入（float32 和 float16）、每行第一列是 3e4 的输入、不同的 `eps`；
 # `x`、`dy` 的行之间可能有空隙，`dx` 也可能是行间有空隙的视图（行的起点都用各自的 `stride(0)`）。
 # %% id=ex10-setup role=setup
 import tcourse
@@ -173,6 +173,11 @@ def _small(g, shape):  # var ~ 1e-6: eps decides rstd
     return 1e-3 * torch.randn(shape, generator=g, dtype=torch.float64)
 
 
+FIRST_FAR = ("每行第一列是 3e4，其余是标准正态的随机数（约 ±1）：rstd 的方差要先减均值再平方。用某个元素（比如第一列）平移的"
+             "一遍公式 E[(x - x0)^2] - E[x - x0]^2 在这个元素离群时同样相消，丢掉精度。")
+
+
+
 def cases(device, rng):
     def one(m, n, dt, hint=None, fill="randn", layout="contig", eps=1e-5, dy_layout="contig", dx_layout="contig", G=None,
             dy_fill="randn", **kw):
@@ -183,6 +188,7 @@ def cases(device, rng):
         tag += f" G={G}" if G is not None else ""
         tag += " dy 第一行很大" if dy_fill is _big_first_row else ""
         tag += " dy 约为 ±100" if dy_fill is _quarters else ""
+        tag += " 首列 3e4" if fill == "first_far" else ""
         tol = (2e-3, 2e-3) if fill == "offset" and dt == "float32" else None
         return Case(f"({m}, {n}) {dt}{tag}", dt,
                     (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("dy", (m, n), dy_fill, dy_layout)),
@@ -202,7 +208,8 @@ def cases(device, rng):
           one(3, 5000, "float32", WIDE_ROW, "offset"), one(2048, 8, "float16", FP16_PARTIALS, G=2, dy_fill=_quarters),
           one(3, 5000, "float32", EPS + " " + WIDE, _small, eps=1e-3),
           one(2, 5000, "float32", EPS_DEFAULT + " " + WIDE, _small, eps=None),
-          one(3, 5000, "float32", STRIDES + " " + WIDE, layout="padded", dy_layout="padded", dx_layout="padded")]
+          one(3, 5000, "float32", STRIDES + " " + WIDE, layout="padded", dy_layout="padded", dx_layout="padded"),
+          one(3, 5000, "float32", FIRST_FAR + " " + WIDE, "first_far"), one(4, 300, "float32", FIRST_FAR, "first_far")]
     cs += [one(m, n, "float32", ROWS, hidden=True) for m, n in zip(sizes(rng, 70, 200, 2), sizes(rng, 50, 500, 2))]
     cs += [one(rng.randint(20, 60), n, "float32", TAIL, hidden=True) for n in near_multiples(rng, (128, 256, 512), 2, offsets=(-1, 1))]
     cs += [one(rng.randint(10, 40), sizes(rng, 100, 600)[0], "float32", STRIDE, layout="padded", hidden=True),

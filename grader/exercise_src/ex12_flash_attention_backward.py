@@ -15,7 +15,7 @@
 # 以及 `attention_backward(q, k, v, do, causal=False, sm_scale=None, dq=None, dk=None, dv=None, BLOCK_M=16, BLOCK_N=16)` 里的启动。
 #
 # **规则**：结果由 Triton kernel 算（`torch.autograd`、`torch.matmul`、`torch.softmax`、`torch.exp` 等记 0 分）。
-# 正确性测试的 `D` 是 16 或 32（GPU 上的性能测试是 D=64）；测试包括 S=1、17、45、每次重新抽取的 65–140（GPU 上还有 S=100 的 bfloat16），causal 与否，float16，很大的 q（约 ±150），每个分数都低于 -1e4 的输入，以及每个分数都约为 -2.7e36 的输入；测试也会传入 `sm_scale`（用传进来的值，包括 0.0），
+# 正确性测试的 `D` 是 16 或 32（GPU 上的性能测试是 D=64）；测试包括 S=1、17、45、每次重新抽取的 65–140（GPU 上还有 S=100 的 bfloat16），causal 与否，float16，很大的 q（约 ±150），每个分数都低于 -1e4 的输入，以及每个分数都约为 -1.3e38 的输入，float16 且 dv 的部分和超过 65504 的输入；`sm_scale` 不小于 0；测试也会传入 `sm_scale`（用传进来的值，包括 0.0），
 # 以及不同的 `BLOCK_M`/`BLOCK_N`（两者可以不相等，比如 `BLOCK_M=32, BLOCK_N=16`）。
 # %% id=ex12-setup role=setup
 import tcourse
@@ -27,6 +27,8 @@ import torch, triton, triton.language as tl
 def attention_backward_spec(q, k, v, do, causal=False, sm_scale=None, BLOCK_M=None, BLOCK_N=None):
     q, k, v = (t.double().detach().requires_grad_() for t in (q, k, v))
     sm_scale = q.shape[-1] ** -0.5 if sm_scale is None else sm_scale
+    if sm_scale < 0:
+        raise ValueError("sm_scale must be >= 0")
     s = q @ k.transpose(-1, -2) * sm_scale
     if causal:
         S = q.shape[-2]
@@ -207,21 +209,42 @@ FP16_SCORES = ("这个测试是 float16，q 和 k 都约为 ±25，分数可以�
                "（tl.dot 的 out_dtype 保持默认的 float32），float16 的分数只有 3 位有效数字，P 和 dS 会错几个百分点。")
 
 
-FARTHER = ("这个测试每个分数都约为 -2^121（-2.7e36 左右）：被遮住的位置（causal 的 j > i、超出 S 的 key）要设成 -inf"
-           "（或直接让 P 为 0），-1e9、-1e30 这样的“很小的数”比真实的分数还大，exp(s - lse) 是 inf。分数这么大时 float32 的 "
-           "lse 分不出 log(行长) 这么小的差别，所以这个测试只检查结果里没有 NaN 和 inf。")
+FARTHER = ("这个测试每个分数都约为 -1.5 × 2^126（-1.3e38 左右，在 float32 范围的底部）：被遮住的位置（causal 的 j > i、超出 S "
+           "的 key）要设成 -inf（或直接让 P 为 0），-1e9、-1e38 这样的“很小的数”比真实的分数还大，exp(s - lse) 是 inf。分数这么大时 "
+           "float32 的 lse 分不出 log(行长) 这么小的差别，所以这个测试只检查结果里没有 NaN 和 inf。")
+FP16_DV = ("这个测试是 float16，S=160，每个 query 几乎只看第 0 个 key（P 约为 1），do 前一半约 +1000、后一半约 -1000："
+           "dv[0] = Σ P·do 的部分和到 8 万，超过 float16 的最大值 65504，最后的和却很小。dk、dv（和 dq）的累加器要用 float32"
+           "（tl.zeros(..., dtype=tl.float32)），最后再转成输出的 dtype。")
 
 
-def _farther_q(g, shape):  # integers in [-2, 2], the first column -2^62; with _farther_k every score is -2^124 + O(60)
+def _farther_q(g, shape):  # integers in [-2, 2], the first column -1.5 * 2^63; with _farther_k (sm_scale 1) every
+    # score is -1.5 * 2^126 + O(124), which float32 holds as -1.5 * 2^126 (about -1.3e38)
     q = torch.randint(-2, 3, shape, generator=g).double()
-    q[..., 0] = -2.0**62
+    q[..., 0] = -1.5 * 2.0**63
     return q
 
 
 def _farther_k(g, shape):
     k = torch.randint(-2, 3, shape, generator=g).double()
-    k[..., 0] = 2.0**62
+    k[..., 0] = 2.0**63
     return k
+
+
+def _first_key_q(g, shape):  # with _first_key_k every query scores 100 on key 0 and 0 elsewhere: P ~ 1 there
+    q = torch.zeros(shape, dtype=torch.float64)
+    q[..., 0] = 10
+    return q
+
+
+def _first_key_k(g, shape):
+    k = torch.zeros(shape, dtype=torch.float64)
+    k[..., 0, 0] = 10
+    return k
+
+
+def _do_halves(g, shape):  # about +1000 for the first half of the queries, -1000 for the second
+    half = torch.where(torch.arange(shape[-2]) < shape[-2] // 2, 1000.0, -1000.0).double()[:, None]
+    return torch.randn(shape, generator=g, dtype=torch.float64) + half
 
 
 def _q8(g, shape):
@@ -247,7 +270,8 @@ def cases(device, rng):
         shape = (b, h, s, d)
         extra = extra or {}
         tag = (" 大数值" if q_fill == "large" else "") + (" 分数低于 -1e4" if q_fill is _far_q else "")
-        tag += (" q、k 约为 ±25" if q_fill is _q8 else "") + (" 分数约为 -2^121" if q_fill is _farther_q else "")
+        tag += (" q、k 约为 ±25" if q_fill is _q8 else "") + (" 分数约为 -1.3e38" if q_fill is _farther_q else "")
+        tag += " 每个 query 只看第 0 个 key、do 约为 ±1000" if do_fill is _do_halves else ""
         tag += " do 约为 ±1e6" if do_fill == "past_float16" else ""
         return Case(f"B={b} H={h} S={s} D={d} {dt}" + (" causal" if causal else "") + tag
                     + "".join(f" {n}={v}" for n, v in extra.items()), dt,
@@ -270,12 +294,13 @@ def cases(device, rng):
           one(1, 1, 17, 16, "float32", False, BIG, q_fill="large", tol=(0.5, 0.1)),
           one(1, 1, 20, 32, "float32", True, FAR, {"sm_scale": 0.125}, q_fill=_far_q, k_fill=_far_k, tol=(2.0, 0.1)),
           one(1, 1, 40, 32, "float16", False, FP16_SCORES, q_fill=_q8, k_fill=_q8),
-          # finite against NaN only: lse of -2^121 holds nothing of log(S) in float32, a right kernel's P is far off
-          one(1, 1, 20, 32, "float32", True, FARTHER, {"sm_scale": 0.125}, q_fill=_farther_q, k_fill=_farther_k,
+          # finite against NaN only: lse of -1.5 * 2^126 holds nothing of log(S) in float32, a right kernel's P is far off
+          one(1, 1, 20, 32, "float32", True, FARTHER, {"sm_scale": 1.0}, q_fill=_farther_q, k_fill=_farther_k,
               tol=(1e30, 0.0)),
-          one(1, 1, 20, 32, "float32", False, FARTHER, {"sm_scale": 0.125}, q_fill=_farther_q, k_fill=_farther_k,
+          one(1, 1, 20, 32, "float32", False, FARTHER, {"sm_scale": 1.0}, q_fill=_farther_q, k_fill=_farther_k,
               tol=(1e30, 0.0)),
-          one(1, 2, 33, 16, "float32", True, RANGE, do_fill="past_float16", tol=PAST_FLOAT16_TOL)]
+          one(1, 2, 33, 16, "float32", True, RANGE, do_fill="past_float16", tol=PAST_FLOAT16_TOL),
+          one(1, 1, 160, 16, "float16", False, FP16_DV, q_fill=_first_key_q, k_fill=_first_key_k, do_fill=_do_halves)]
     long_s = sizes(rng, 65, 140, 2)
     cs += [one(1, 1, long_s[0], 16, "float32", False, LOOP, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, CAUSAL + " " + LOOP, hidden=True),
