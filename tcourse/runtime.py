@@ -395,7 +395,7 @@ def float_to_int_casts_saturate() -> bool:
     """A float cast to an integer type saturates at the type's range and NaN becomes 0, as the GPU's ``cvt.rzi``
     does; True if done. NumPy's cast gave the type's smallest value for anything out of range. There is no ``cvt`` to
     8 bits: sm_90 converts to 16 (``cvt.rzi.s16.f32``, saturating there) and keeps the low byte, so 300.0 to int8 is
-    44, not 127 (hostile round 13 relied on the saturation)."""
+    44, not 127 (hostile round 14 relied on the saturation)."""
     import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter
