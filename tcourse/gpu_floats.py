@@ -16,7 +16,8 @@ The PTX that Triton emits for sm_90 (read 2026-12-07, Triton 3.9, ``TRITON_DEFAU
   (``cvt.rn.satfinite``; the interpreter truncated and wrapped 1000 to 256, from bfloat16 too).
 - ``tl.cat(..., can_reorder=True)`` and ``tl.reshape(..., can_reorder=True)`` (``tl.view``) leave the elements in the
   order of their layout's registers (a [256] cat of two halves stores ``z[t]`` and ``z[t + 128]`` side by side), not
-  in order; a ``tl.gather`` index outside its axis reads shared memory outside the buffer (NumPy wrapped -1 round).
+  in order; a ``tl.gather`` index outside its axis reads shared memory outside the buffer (NumPy wrapped -1 round);
+  a shift by a constant of the operand's width or more (or a negative one) is poison in LLVM (NumPy gave 0).
 
 A kernel could compare such a result with NumPy's value and compute the answer only when they agree: right in the
 interpreter, wrong on a GPU (three hostile rounds, 2026-12-07: 34 notebooks with full marks on CPU). :func:`install`
@@ -299,6 +300,7 @@ def install(seed: int) -> bool:
     _orders(interpreter, seed)
     _dots_round_per_mma_step(b, Handle)
     _layout_orders(b, Handle, seed)
+    _shifts_in_range(b)
 
     frem = b.create_frem
 
@@ -649,3 +651,24 @@ def _layout_orders(b, Handle, seed: int) -> None:
         return gather(src, indices, axis)
 
     b.create_cat, b.create_reshape, b.create_gather = cat_in_layout_order, reshape_maybe_reordered, gather_in_range
+
+
+def _shifts_in_range(b) -> None:
+    """``<<`` and ``>>`` by one amount for every element (a constant, as the compiler sees it) of the operand's bit
+    width or more, or negative, raise: LLVM folds such a shift to poison, and the PTX then stores a register nothing
+    defined (hostile round 14: ``offs << 32`` added as 0). An amount that varies is shifted at run time, where PTX
+    clamps it to the width (0, or the sign for ``>>``), as NumPy does."""
+    def checked(name):
+        shift = getattr(b, name)
+
+        def run(lhs, rhs):
+            amount, bits = np.asarray(rhs.data), 8 * np.asarray(lhs.data).dtype.itemsize
+            if amount.size and (amount == amount.flat[0]).all() and (int(amount.min()) < 0 or int(amount.max()) >= bits):
+                bad = int(amount.min()) if int(amount.min()) < 0 else int(amount.max())
+                raise ValueError(f"移位的位数 {bad} 不在 [0, {bits}) 里：{bits} 位的整数移 {bad} 位在 LLVM 里是未定义的值"
+                                 "（poison），GPU 上得到的是没有定义的寄存器；解释器里 NumPy 给 0。整数参数的值在 32 位里放得下时，"
+                                 "kernel 拿到的是 int32：要移更多位，先 .to(tl.int64)")
+            return shift(lhs, rhs)
+        return run
+
+    b.create_shl, b.create_lshr, b.create_ashr = checked("create_shl"), checked("create_lshr"), checked("create_ashr")

@@ -143,7 +143,8 @@ def test_the_replay_puts_reorderable_joins_in_a_layout_order_and_refuses_a_gathe
     right in the interpreter and wrong on sm_90 (the PTX stores z[t] and z[t + 128] side by side; the gather reads
     shared memory outside its buffer). In the replay a cat and a reordering reshape take one order per shapes (two of
     the same shapes agree, so offsets joined alike still match their values), and such a gather raises. Round 14:
-    300.0 to int8 is 44 (cvt.rzi.s16, then the low byte; the interpreter saturated to 127)."""
+    300.0 to int8 is 44 (cvt.rzi.s16, then the low byte; the interpreter saturated to 127), and a shift of an int32
+    by a constant 32 raises (LLVM folds it to poison); amounts that vary shift as PTX does at run time."""
     code = r"""
 import tcourse
 tcourse.setup(quiet=True)
@@ -176,17 +177,31 @@ except Exception as e:
     print("gather", "[0, 8)" in str(e))
 
 @triton.jit
-def narrow(o_ptr, a, S: tl.constexpr):  # hostile round 14: 300.0 to int8
+def narrow(o_ptr, a, S: tl.constexpr):  # hostile round 14: 300.0 to int8, a shift by the operand's width
     i = tl.arange(0, 4)
     tl.store(o_ptr + i, ((a * 0.0 + 300.0).to(tl.int8).to(tl.int32) + (i << S)))
 
 o = torch.zeros(4, dtype=torch.int32)
 narrow[(1,)](o, 1.0, S=1)
 print("int8", o.tolist())
+try:
+    narrow[(1,)](o, 1.0, S=32)
+    print("shift ran")
+except Exception as e:
+    print("shift", "[0, 32)" in str(e))
+
+@triton.jit
+def vary(o_ptr):  # amounts that vary are shifted at run time: PTX clamps them to the width, as NumPy does
+    i = tl.arange(0, 4)
+    tl.store(o_ptr + i, (i + 1) << (i * 16))
+
+vary[(1,)](o)
+print("vary", o.tolist())
 """
     r = run_py(code, TCOURSE_DEVICE="cpu")
-    assert r.stdout.splitlines()[-4:] == ["cat False True True", "reshape False True", "gather True",
-                                          "int8 [44, 46, 48, 50]"], (r.stdout, r.stderr[-3000:])
+    assert r.stdout.splitlines()[-6:] == ["cat False True True", "reshape False True", "gather True",
+                                          "int8 [44, 46, 48, 50]", "shift True", "vary [1, 131072, 0, 0]"], \
+        (r.stdout, r.stderr[-3000:])
 
 
 def test_setup_switches_interpreter_on_before_triton_loads():
