@@ -353,6 +353,10 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
                             "（tl.*、算术、range 循环、constexpr 分支），解释器能跑的任意 Python 不算 Triton。")
     if rec.get("too_many_programs"):
         return mk("failed", f"{where}：{_too_many_programs(rec['too_many_programs'], case)}")
+    if rec.get("misaligned"):
+        return mk("failed", f"{where}：未对齐的访问 —— {str(rec['misaligned'])[:300]}：GPU 上 kernel 直接出错（misaligned "
+                            "address）。把指针转成更宽的类型（tl.pointer_type(tl.int64)）一次读两个元素，地址就要是新宽度的倍数；"
+                            "按元素自己的类型读。")
     if rec.get("oob"):
         return mk("failed", f"{where}：越界访问 —— {str(rec['oob'])[:300]}。越界的元素要由 mask 关掉：即使这个值后来在 store 时"
                             "被 mask 掉，load 也必须带 mask（mask=offs < n）；带了 mask 还越界，就是条件放过了越界的元素"
@@ -399,6 +403,11 @@ def _judge_replay(ex, pc, workdir: Path, replay_out: Path, device, mk, where, to
                             "所以在 CPU 上结果是对的；GPU 上一个 program 的元素分在不同的线程和 warp 上，两次 tl.debug_barrier() "
                             "之间它们没有先后：通过全局内存把值传给同一个 program 的另一个元素，写和读之间（读完再改写之前也一样）"
                             f"要有 tl.debug_barrier()，或者干脆不经过内存（tl.cumsum、tl.sum 等在寄存器里完成）。{case.hint}")
+    if rec.get("late_read"):
+        return mk("failed", f"{where}：一个 program 内部的数据竞争 —— {str(rec['late_read'])[:500]}。读完再改写同一个地址，"
+                            f"中间要有 tl.debug_barrier()；或者别经过内存，把值留在寄存器里。{case.hint}")
+    if rec.get("early_load"):
+        return mk("failed", f"{where}：{str(rec['early_load'])[:500]}。{case.hint}")
     if rec.get("deadlock"):
         return mk("failed", f"{where}：按 program 编号依次运行时跑完了，让 program 像在 GPU 上那样交错运行时，"
                             f"{str(rec['deadlock'])[:300]}。等待别的 program 的标志或锁，只有在被等的 program 一定会"

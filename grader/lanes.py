@@ -16,9 +16,12 @@ accesses have the same shape, so a position is its shape and its index (:meth:`L
 access (one element) is its own shape. A scalar store is one thread's (thread 0's), a scalar load every thread's, and
 so for any block of fewer elements than the program has threads (a [32] block under 4 warps: each warp holds a copy,
 one copy stores): a load of an address stored since the barrier, by any position, its own included, is a race there
-(the other copies may read before the store lands). A store after a scalar load of its address is not reported: the one thread
-that stores has loaded first, and what the others read there only matters if they use it, which is not followed. Within one store, two positions that put
-different values into the same address are reported too: which one lands is undefined on a GPU. An atomic
+(the other copies may read before the store lands). A store after a scalar load of its address is not reported here:
+the one thread that stores has loaded first, and what the others read there only matters if they use it. The replay
+finds that out by running the launches again with the copies reading the value stored afterwards
+(:meth:`grader.replay.Replayer.late_matters`, with :meth:`Lanes.loaded_by_copies`). Accesses are compared by their
+first byte while they have one size; once two sizes meet (a byte of a float32 read through an int8 pointer), byte by
+byte. Within one store, two positions that put different values into the same address are reported too: which one lands is undefined on a GPU. An atomic
 counts as a store here (another element reading what it wrote still needs the barrier); atomics of several
 elements on one address are not a race. An atomic with release semantics (a lock released, a flag raised, a
 ticket taken) after other elements stored values that other programs of the launch use, with no barrier between,
@@ -27,6 +30,57 @@ is reported at the end of the launch: those stores may not have landed when anot
 from __future__ import annotations
 
 import numpy as np
+
+
+def byte_addresses(addrs: np.ndarray, size: int) -> np.ndarray:
+    """Every byte of accesses of ``size`` bytes at ``addrs``, in order."""
+    a = np.asarray(addrs).astype(np.int64)
+    return a if size == 1 else (a[:, None] + np.arange(size, dtype=np.int64)).ravel()
+
+
+class Pipelines:
+    """Loops ``tl.range(..., num_stages=S)`` with S > 1, where sm_90 issues a turn's loads up to S - 1 turns early
+    (``cp.async`` in the prologue and in the turns before): a load of an address that the same loop stored fewer than
+    S turns before reads memory from before that store (hostile round 15: each turn read back what the last one stored,
+    right in the interpreter, the old contents on a GPU). The interpreter runs the turns in order, so the replay
+    follows them: :meth:`loop` wraps the turns, :meth:`store` and :meth:`load` see the running program's accesses."""
+
+    def __init__(self):
+        self.active: list[dict] = []  # the pipelined loops running now, innermost last
+        self.found: str | None = None
+
+    def loop(self, turns, stages: int, program):
+        state = {"stages": stages, "turn": 0, "stored": [], "program": program}  # stored: per recent turn, addresses
+        self.active.append(state)
+        try:
+            for state["turn"], value in enumerate(turns):
+                state["stored"] = state["stored"][-(stages - 1):] + [np.empty(0, dtype=np.int64)]
+                yield value
+        finally:
+            self.active.remove(state)
+
+    def store(self, addrs: np.ndarray, size: int) -> None:
+        for state in self.active:
+            state["stored"][-1] = np.concatenate([state["stored"][-1], byte_addresses(addrs, size)])
+
+    def load(self, addrs: np.ndarray, size: int, label) -> None:
+        """Compared byte by byte (round 16: int64 stores read back as the high int32 words)."""
+        spread = byte_addresses(addrs, size)
+        for state in self.active:
+            recent = state["stored"][:-1]  # the turns before this one whose stores an early load misses
+            for back, stored in enumerate(reversed(recent), 1):
+                hit = spread[np.isin(spread, stored)]
+                if hit.size and self.found is None:
+                    turn = state["turn"]
+                    self.found = (f"program {state['program']} 里，tl.range(..., num_stages={state['stages']}) 的第 {turn} 轮"
+                                  f"读取了第 {turn - back} 轮写进 {label(int(hit[0]))} 的值：GPU 上这个循环是流水的，"
+                                  f"每一轮的 load 提前最多 {state['stages'] - 1} 轮发出（cp.async），那时这次写还没有发生，"
+                                  "读到的是旧值。在循环里读回自己写的东西，用不流水的循环（range，或 num_stages=1），"
+                                  "或者别经过内存，把值留在寄存器里传给下一轮")
+
+    def take(self) -> str | None:
+        found, self.found = self.found, None
+        return found
 
 
 class Lanes:
@@ -58,6 +112,8 @@ class Lanes:
         return f"{pos % self.SHAPE}（形状 {list(shape)} 的访问）" if len(self.shapes) > 1 else str(pos % self.SHAPE)
 
     def _reset(self):
+        self.copy_loads: list = []  # (first addresses, size) of the loads of small blocks since the barrier
+        self.unit = None  # the bytes of the accesses recorded: one size while they all have it, else 1 (bytes)
         empty = np.empty(0, dtype=np.int64)
         self.s_addr, self.s_pos = empty, empty                # sorted unique addresses, the position that stored each
         self.s_plain = np.empty(0, dtype=bool)                # whether that store was a plain one (not an atomic)
@@ -66,13 +122,31 @@ class Lanes:
     def barrier(self):
         self._reset()
 
-    def _enter(self, program) -> None:
+    def _enter(self, program, addrs: np.ndarray, pos: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Into this program's records; ``addrs`` and ``pos`` in their unit. Accesses of one size are compared by
+        their first byte; once two sizes meet (a float32 store, then a byte of it read through an int8 pointer), the
+        records and every later access go byte by byte."""
         if program != self.program:
             self.program = program
             self._reset()
+        if self.unit is None:
+            self.unit = size
+        if size != self.unit and self.unit != 1:
+            def spread(a, *per):
+                order = np.argsort(byte_addresses(a, self.unit), kind="stable")
+                return (byte_addresses(a, self.unit)[order], *(np.repeat(v, self.unit)[order] for v in per))
+            self.s_addr, self.s_pos, self.s_plain = spread(self.s_addr, self.s_pos, self.s_plain)
+            self.l_addr, self.l_lo, self.l_hi = spread(self.l_addr, self.l_lo, self.l_hi)
+            self.unit = 1
+        if self.unit == 1 and size > 1:
+            return byte_addresses(addrs, size), np.repeat(pos, size)
+        return addrs, pos
 
-    def load(self, program, addrs: np.ndarray, pos: np.ndarray, label) -> None:
-        self._enter(program)
+    def load(self, program, addrs: np.ndarray, pos: np.ndarray, label, size: int = 4) -> None:
+        starts, copies = addrs, self._replicated(pos)
+        addrs, pos = self._enter(program, addrs, pos, size)
+        if copies.any():
+            self.copy_loads.append((starts[copies], size))
         if self.found is None and self.s_addr.size:
             at = np.clip(np.searchsorted(self.s_addr, addrs), 0, self.s_addr.size - 1)
             other = (self.s_addr[at] == addrs) & ((self.s_pos[at] != pos) | self._replicated(pos))
@@ -94,9 +168,9 @@ class Lanes:
         self.l_addr, first = np.unique(a, return_index=True)
         self.l_lo, self.l_hi = np.minimum.reduceat(lo, first), np.maximum.reduceat(hi, first)
 
-    def store(self, program, addrs: np.ndarray, pos: np.ndarray, label, plain: bool = True) -> None:
+    def store(self, program, addrs: np.ndarray, pos: np.ndarray, label, plain: bool = True, size: int = 4) -> None:
         """A store (``plain``) or an atomic's write: atomics of several elements on one address are no race."""
-        self._enter(program)
+        addrs, pos = self._enter(program, addrs, pos, size)
         if self.found is None and self.l_addr.size:
             at = np.clip(np.searchsorted(self.l_addr, addrs), 0, self.l_addr.size - 1)
             other = (self.l_addr[at] == addrs) & ((self.l_lo[at] != pos) | (self.l_hi[at] != pos))
@@ -119,6 +193,26 @@ class Lanes:
         self.s_addr, first = np.unique(a, return_index=True)
         self.s_pos, self.s_plain = p[first], kinds[first]
 
+    def loaded_by_copies(self, addrs: np.ndarray) -> np.ndarray:
+        """Which of ``addrs`` (first bytes) an access of fewer elements than the program's threads loaded since the
+        barrier: every copy of it loads, and a copy may do so after this program's store."""
+        if not self.l_addr.size:
+            return np.zeros(addrs.size, dtype=bool)
+        at = np.clip(np.searchsorted(self.l_addr, addrs), 0, self.l_addr.size - 1)
+        return (self.l_addr[at] == addrs) & (self._replicated(self.l_lo[at]) | self._replicated(self.l_hi[at]))
+
+    def copies_read_other_bytes(self, program, addrs: np.ndarray, size: int, label) -> None:
+        """One copy stores ``size`` bytes at ``addrs`` where copies loaded some of those bytes as values of another size
+        (a byte of a counter): reported as it is, since the late round replays whole values only (hostile round 16)."""
+        stored = byte_addresses(addrs, size)
+        for starts, loaded in self.copy_loads:
+            hit = np.isin(byte_addresses(starts, loaded), stored) if loaded != size and self.found is None else None
+            if hit is not None and hit.any():
+                self.found = (f"program {program} 里，一个标量（或比 program 的 {self.threads} 个线程小的块）的 load 读了 "
+                              f"{label(int(byte_addresses(starts, loaded)[np.argmax(hit)]))}（{loaded} 字节），之后同一个 "
+                              f"program 的一份又写了它（{size} 字节），中间没有 tl.debug_barrier()：每个 warp 都有一份，都执行"
+                              "这次 load，其余各份可能在写之后才读")
+
     def one_store(self, program, addrs: np.ndarray, pos: np.ndarray, values: np.ndarray, label) -> None:
         """One store whose elements put different values into the same address: on a GPU its threads store in
         no set order, so which value stays is undefined (the interpreter keeps the last element's)."""
@@ -139,7 +233,9 @@ class Lanes:
         """An atomic with release semantics by the elements ``pos`` (a lock released, a flag raised): what other
         elements of the program stored since the last barrier may not have landed yet when another program sees
         it. Kept until the launch ends, when :meth:`Guard.race` knows which of those addresses other programs use."""
-        self._enter(program)
+        if program != self.program:
+            self.program = program
+            self._reset()
         if not pos.size:  # masked off: it released nothing
             return
         early = self.s_addr[~np.isin(self.s_pos, pos) & self.s_plain]  # another element's atomic is no data to land

@@ -74,6 +74,13 @@ DEVICE_PATHS = {"torch.cuda.is_available", "torch.cuda.current_device", "torch.c
                 "torch.__version__", "triton.__version__", "rt.gpu", "rt.device", "rt.pick", "rt.interpret"}
 DEVICE_ATTRS = {"is_cuda", "device", "cuda", "cpu", "type", "data_ptr"}  # x.type(): 'torch.cuda.FloatTensor'; a
 # CUDA allocation is 256-byte aligned, a CPU one 64-byte: data_ptr() % 256 tells them apart without naming either
+# what evaluates one part of an expression or another depending on a value: beside a device read, the part
+# evaluated (a property of the learner's own class) would tell the device (hostile round 16: print(x.is_cuda or t.p))
+CHOOSING = (ast.BoolOp, ast.IfExp, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+PRINT_KEYWORDS = {"sep", "end", "flush"}  # not file=: a learner's object with .write would read what is printed
+ALLOCATORS = {"empty", "zeros", "ones", "full", "arange", "tensor", "empty_strided"}  # torch.*: CPU without device=
+DTYPES = {"float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool",
+          "float8_e4m3fn", "float8_e5m2"}
 DEVICE_PURE_CALLS = (["torch", "cuda", "is_available"], ["torch", "cuda", "current_device"], ["torch", "device"], ["str"])
 DEVICE_ONLY = ("答案的 host 代码只能用设备来指定在哪里分配张量（torch.empty(..., device=x.device)）或打印：按设备走不同的路"
                "（if x.is_cuda、torch.cuda.is_available()、rt.gpu、x.device 的比较），评分在 CPU 上只检查 CPU 那一支，"
@@ -428,12 +435,39 @@ class _Checker:
             self.bad(node, "字符串（f-string、str(...)）只能用在 print、assert 的说明和 raise 里：张量变成字符串时带着它在哪个"
                            "设备上（device='cuda:0'），拿它比较，CPU 上评分和 GPU 上会走不同的路",
                      "比较 dtype 写 x.dtype == torch.float16，不要比较字符串")
+        elif isinstance(node, ast.Call) and _dotted(node.func) == ["print"] \
+                and any(k.arg not in PRINT_KEYWORDS for k in node.keywords):
+            self.bad(node, "print 只能带 sep、end、flush（file= 会把要打印的东西交给别的代码，设备也在其中）",
+                     "print(...) 打到标准输出")
+        elif isinstance(node, ast.Compare) and not _identity_ok(node):
+            self.bad(node, "is / is not 只能和常量比较（out is None）：一个张量是不是另一个（x.to(\"cpu\") is x）"
+                           "在 CPU 上和 GPU 上答案不同", "比较形状、dtype 或值")
+        elif isinstance(node, ast.keyword) and node.arg == "device" and not _device_value_ok(node.value):
+            self.bad(node.value, f"device= 只能写输入张量的 .device（device=x.device）或 rt.device，这里是 "
+                                 f"{ast.unparse(node.value)[:60]}：写死的或按设备挑的位置在 CPU 上评分时和 GPU 上不一样"
+                                 "（GPU 上 kernel 拿到 CPU 张量，启动时就被拒绝）", "device=x.device")
+        elif isinstance(node, ast.Call) and (_dotted(node.func) or [""])[-1] == "Tensor" \
+                and self.modules.get((_dotted(node.func) or [""])[0]) == "torch":
+            self.bad(node, "不允许调用 torch.Tensor(...)：它总在 CPU 上分配", "torch.empty(..., device=x.device)")
+        elif isinstance(node, ast.Call) and self.torch_allocation(node) and not any(k.arg == "device" for k in node.keywords):
+            self.bad(node, f"{ast.unparse(node.func)}(...) 要写 device=x.device：不写就分配在 CPU 上，CPU 上评分时"
+                           "看不出来，GPU 上 kernel 拿到 CPU 张量，启动时就被拒绝", "加上 device=x.device")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to" \
+                and not _to_dtype_only(node):
+            self.bad(node, "x.to(...) 只用来换 dtype（x.to(torch.float32)、x.to(y.dtype)）：换设备（x.to(\"cpu\")、"
+                           "x.to(另一个张量)）在 CPU 上评分时什么也不做，GPU 上会复制", "x.to(torch.float32)")
         elif isinstance(node, ast.Call) and _dotted(node.func) == ["triton", "set_allocator"] \
                 and not self.plain_allocator(node):
             self.bad(node, "triton.set_allocator 只接受模板里那样的分配函数：def f(size, alignment, stream): return "
                            "torch.empty(size, dtype=torch.int8, device=...)（评分在 CPU 上跑，解释器从不调用它；GPU 上启动时"
                            "按 grid 要这么多字节，给少了 kernel 就写到缓冲区外面）", "用模板里的 _scratch")
         elif isinstance(node, ast.ClassDef):
+            named = {b.name for b in node.body if isinstance(b, ast.FunctionDef)} | {
+                t.id for b in node.body if isinstance(b, (ast.Assign, ast.AnnAssign))
+                for t in (b.targets if isinstance(b, ast.Assign) else [b.target]) if isinstance(t, ast.Name)}
+            if named & DEVICE_ATTRS:
+                self.bad(node, f"类 {node.name} 不能有叫 {'、'.join(sorted(named & DEVICE_ATTRS))} 的属性：这些名字是张量"
+                               "说明自己在哪个设备上的属性，自己的对象借用它们，device= 里就能放进任意的位置", "换个名字")
             for b in node.bases:
                 if _dotted(b) not in (["object"],):
                     self.bad(node, f"类 {node.name} 只能是简单的配置类（不继承其他类）", "写成 class Cfg: 或 @dataclass")
@@ -452,6 +486,11 @@ class _Checker:
         elif isinstance(node, ast.Attribute):
             self.attribute(node, host=True)
         self.binding(node, UNBINDABLE)
+
+    def torch_allocation(self, call: ast.Call) -> bool:
+        """``torch.empty(...)`` and the other factories of :data:`ALLOCATORS` (under any name torch is imported as)."""
+        path = _dotted(call.func)
+        return path is not None and len(path) == 2 and self.modules.get(path[0]) == "torch" and path[1] in ALLOCATORS
 
     def plain_allocator(self, call: ast.Call) -> bool:
         """``triton.set_allocator(f)`` with ``f`` a function of this cell whose whole body is
@@ -498,6 +537,9 @@ class _Checker:
             return
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             root = _dotted(node)
+            if host and node.attr in DEVICE_ATTRS:
+                self.bad(node, f"不允许给 .{node.attr} 赋值：这是张量说明自己在哪个设备上的属性", "换个名字")
+                return
             if not host:
                 self.bad(node, "kernel 里不能给属性赋值", "用局部变量")
             elif root is None or node.attr.startswith("_") or (
@@ -616,20 +658,50 @@ class _Checker:
                 self.attribute(n, host=False)
 
 
+def _device_value_ok(node: ast.AST) -> bool:
+    """A ``device=`` that names where an input is: ``x.device`` (any attribute path ending in ``.device``,
+    ``rt.device`` included), or the allocator's ``"cuda" if torch.cuda.is_available() else "cpu"``. Anything else
+    could put a tensor elsewhere on one device only (hostile round 15: ``"cpu"``, ``"cpu" if x.is_cuda else ...``)."""
+    path = _dotted(node)
+    if path is not None:
+        return len(path) >= 2 and path[-1] == "device"
+    return (isinstance(node, ast.IfExp) and isinstance(node.test, ast.Call) and not node.test.args
+            and _dotted(node.test.func) == ["torch", "cuda", "is_available"]
+            and isinstance(node.body, ast.Constant) and node.body.value == "cuda"
+            and isinstance(node.orelse, ast.Constant) and node.orelse.value == "cpu")
+
+
+def _identity_ok(node: ast.Compare) -> bool:
+    """``is`` / ``is not`` only against a constant (``out is None``)."""
+    sides = [node.left, *node.comparators]
+    return all(isinstance(sides[i], ast.Constant) or isinstance(sides[i + 1], ast.Constant)
+               for i, op in enumerate(node.ops) if isinstance(op, (ast.Is, ast.IsNot)))
+
+
+def _to_dtype_only(call: ast.Call) -> bool:
+    """``x.to(torch.float16)``, ``x.to(y.dtype)``, ``x.to(dtype=...)``: a change of dtype, never of device."""
+    def dtype(a: ast.AST) -> bool:
+        path = _dotted(a)
+        return path is not None and (path[-1] == "dtype" or len(path) == 2 and path[0] == "torch" and path[1] in DTYPES)
+    return all(dtype(a) for a in call.args) and all(k.arg in ("dtype", "device", "copy", "non_blocking")
+                                                    for k in call.keywords)
+
+
 def _device_contexts(tree: ast.Module) -> set[int]:
-    """The nodes inside a ``device=`` argument or a ``print(...)``'s arguments that call nothing but
-    :data:`DEVICE_PURE_CALLS`: there reading the device only says where to allocate, or what to print."""
+    """The nodes inside a ``device=`` argument of the forms :func:`_device_value_ok` takes, and inside a
+    ``print(...)``'s positional arguments that call nothing but :data:`DEVICE_PURE_CALLS` and choose nothing
+    (:data:`CHOOSING`): there reading the device only says where to allocate, or what to print."""
     ok: set[int] = set()
     for n in ast.walk(tree):
         if isinstance(n, ast.keyword) and n.arg == "device":
-            parts = [n.value]
-        elif isinstance(n, ast.Call) and _dotted(n.func) == ["print"]:
-            parts = [*n.args, *(k.value for k in n.keywords)]
-        else:
+            if _device_value_ok(n.value):
+                ok |= {id(m) for m in ast.walk(n.value)}
             continue
-        for part in parts:
+        if not (isinstance(n, ast.Call) and _dotted(n.func) == ["print"]):
+            continue
+        for part in n.args:
             inner = list(ast.walk(part))
-            if not any(isinstance(m, (ast.NamedExpr, ast.Lambda)) or isinstance(m, ast.Call)
+            if not any(isinstance(m, (ast.NamedExpr, ast.Lambda, *CHOOSING)) or isinstance(m, ast.Call)
                        and _dotted(m.func) not in DEVICE_PURE_CALLS for m in inner):
                 ok |= {id(m) for m in inner}
     return ok
@@ -641,7 +713,7 @@ def _message_contexts(tree: ast.Module) -> set[int]:
     ok: set[int] = set()
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and _dotted(n.func) == ["print"]:
-            parts = [*n.args, *(k.value for k in n.keywords)]
+            parts = [*n.args, *(k.value for k in n.keywords if k.arg in PRINT_KEYWORDS)]
         elif isinstance(n, ast.Assert) and n.msg is not None:
             parts = [n.msg]
         elif isinstance(n, ast.Raise) and n.exc is not None:

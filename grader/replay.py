@@ -52,6 +52,14 @@ class BadLog(ValueError):
     """The launch log is not what the harness writes, or asks for something the replay will not do."""
 
 
+class EarlyLoad(RuntimeError):
+    """A pipelined loop's load of what an earlier turn of it stored (:class:`grader.lanes.Pipelines`)."""
+
+
+class Misaligned(RuntimeError):
+    """An access inside a tensor at an address that is no multiple of its size (sm_90: misaligned address)."""
+
+
 class OutOfBounds(RuntimeError):
     pass
 
@@ -84,9 +92,11 @@ class Guard:
         self.np = np
         self.ranges: list[tuple[int, int, str, int]] = []  # (lo, hi, label, itemsize)
         self.first: str | None = None
+        self.misaligned: str | None = None  # the first access at an address that is no multiple of its size
         self.unfilled: str | None = None  # a masked load without other= that had masked-off lanes (they read poison)
         self.false_hint: str | None = None  # the first compiler hint the values do not keep (grader.hints)
         self.events: list = []  # every access of the current launch in the order it ran (grader.ordering's events)
+        self.event_sizes: list[int] = []  # the element size in bytes of each of those accesses
         self.as_atomic = threading.local()  # .sem: (sem, scope) while tl.atomic_load/store/poll run through load/store
         self.load_call = threading.local()  # .other: whether the running tl.load was given other= (True/False)
         self.interleaving: interleave.Interleaving | None = None
@@ -95,6 +105,12 @@ class Guard:
         self.saw_atomics = False  # whether a launch of the current run made an atomic access (race() sets it)
         self.hot = None         # the steered launch's shared addresses (set by interleave.launch)
         self.lanes = lanes.Lanes()  # in order only: elements of one program passing values without a barrier
+        self.pipelines = lanes.Pipelines()  # in order only: turns of a pipelined loop passing values through memory
+        # the in-order run's stores that one copy of a small block makes ((launch, program) -> {"late": address ->
+        # value stored where the copies had loaded, "stores": [(addresses, values)]}); in the late round (late_matters)
+        # ``late`` holds them, the copies' loads read those values and the stores are made as in the in-order run
+        self.copies: dict = {}
+        self.late: dict | None = None
         self.element_order = np.random.default_rng()  # the turns of one atomic's elements on one address
         self.in_order = spin.InOrder()  # in order only: a program's spin reads (a new one for each launch)
         self.undefined: list = []  # in order only: (lo, hi, written bytes) of memory nothing wrote before the run
@@ -113,6 +129,18 @@ class Guard:
         load, store, rmw, cas = b.create_masked_load, b.create_masked_store, b.create_atomic_rmw, b.create_atomic_cas
         set_dim, barrier = b.set_grid_dim, b.create_barrier
         set_attr = I.TensorHandle.set_attr
+        patch_core = I._patch_lang_core
+
+        def patch_core_pipelined(lang, scope):  # tl.range(..., num_stages=S > 1): its turns followed (lanes.Pipelines)
+            patch_core(lang, scope)
+            plain = lang.range
+
+            def pipelined_range(arg1, arg2=None, step=None, num_stages=None, *rest, **kw):  # tl.range's order
+                turns = plain(arg1, arg2, step)
+                if num_stages is None or int(num_stages) < 2 or self.interleaving is not None or not self.ranges:
+                    return turns
+                return self.pipelines.loop(turns, int(num_stages), tuple(int(v) for v in b.grid_idx))
+            scope.set_attr(lang, "range", pipelined_range)
 
         def checked_set_attr(handle, key, value):  # tl.multiple_of / max_contiguous / max_constancy (grader.hints)
             if self.ranges and self.false_hint is None:
@@ -146,10 +174,24 @@ class Guard:
                 program, addrs = tuple(int(v) for v in b.grid_idx), self.addresses(ptrs, mask).astype(np.int64)
                 if releases:  # before its own write is recorded: the stores of the other elements
                     self.lanes.release(program, pos, self.linear(program))
-                access(program, addrs, pos, self.label, **kw)
+                size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+                access(program, addrs, pos, self.label, size=size, **kw)
+                if self.pipelines.active:
+                    if access == self.lanes.load:
+                        self.pipelines.load(addrs, size, self.label)
+                    else:
+                        self.pipelines.store(addrs, size)
                 if value is not None:  # a store: its elements may not put different values into one address
                     values = np.broadcast_to(np.asarray(value.data), np.asarray(ptrs.data).shape).ravel()[index]
                     self.lanes.one_store(program, addrs, pos, values, self.label)
+                    if self.late is None and ptrs.data.size < self.lanes.threads:  # one copy of a small block stores
+                        self.lanes.copies_read_other_bytes(program, addrs, size, self.label)
+                        noted = self.copies.setdefault((self.launch_no, program), {"late": {}, "stores": []})
+                        noted["stores"].append((addrs, values))
+                        early = self.lanes.loaded_by_copies(addrs)
+                        for a, v in zip(addrs[early].tolist(), values[early].tolist()):
+                            noted["late"].setdefault(a, v)
+                            noted.setdefault("where", self.label(a))
 
         def poison(ptrs):  # what a masked-off lane of a load without other= holds: undefined on a GPU, not 0
             np = self.np
@@ -180,7 +222,34 @@ class Guard:
                     self.unfilled = self.tensor_near(int(on[0]))
             result = seen("aload" if atomic else "load", ptrs, load(ptrs, mask, other, *rest, **kw), poisoned)
             touched(hot, True, False)
+            if self.late is not None and ptrs.data.size < self.lanes.threads:
+                result = late_load(ptrs, mask, result)
             return result
+
+        def late_load(ptrs, mask, result):  # the late round: a copy reads what its program stores there afterwards
+            noted = self.late.get((self.launch_no, tuple(int(v) for v in b.grid_idx)))
+            if not noted or not noted["late"]:
+                return result
+            np = self.np
+            addrs = np.asarray(ptrs.data).astype(np.int64).ravel()
+            on = np.ones(addrs.size, dtype=bool) if mask is None else np.asarray(mask.data).astype(bool).ravel()
+            data = np.array(result.data, copy=True).reshape(-1)
+            for i in np.flatnonzero(on):
+                if int(addrs[i]) in noted["late"]:
+                    data[i] = noted["late"][int(addrs[i])]
+            return I.TensorHandle(data.reshape(np.shape(result.data)), result.dtype)
+
+        def forced_store(ptrs, mask, value):  # the late round: one copy stores what the in-order run stored
+            noted = self.late.get((self.launch_no, tuple(int(v) for v in b.grid_idx)))
+            if not noted or not noted["stores"]:
+                return value
+            np = self.np
+            addrs, values = noted["stores"].pop(0)
+            full = np.array(np.broadcast_to(np.asarray(value.data), np.shape(ptrs.data)), copy=True).reshape(-1)
+            on = np.ones(full.size, dtype=bool) if mask is None else np.asarray(mask.data).astype(bool).ravel()
+            if int(on.sum()) == addrs.size and (np.asarray(ptrs.data).astype(np.int64).ravel()[on] == addrs).all():
+                full[on] = values
+            return I.TensorHandle(full.reshape(np.shape(ptrs.data)), value.dtype)
 
         def masked_store(ptrs, value, mask, *args, **kw):
             hot = shared(ptrs, mask)
@@ -190,6 +259,8 @@ class Guard:
                 self.note(ptrs, mask, b, "原子操作", ("aw", *atomic))
             else:
                 self.note(ptrs, mask, b, "写入", ("w",))
+            if self.late is not None and not atomic and ptrs.data.size < self.lanes.threads:
+                value = forced_store(ptrs, mask, value)
             in_order(self.lanes.store, ptrs, mask, value, releases=bool(atomic) and atomic[0] in ordering.RELEASES,
                      plain=not atomic)
             result = store(ptrs, value, mask, *args, **kw)
@@ -213,7 +284,18 @@ class Guard:
             if addrs:
                 self.interleaving.shared_access(addrs, read, wrote)
 
+        def kept_operands(ptr, *operands):  # one copy of a small block makes an atomic: its operands as in order
+            if not (self.interleaving is None and self.ranges and ptr.data.size < self.lanes.threads):
+                return operands
+            key = (self.launch_no, tuple(int(v) for v in b.grid_idx))
+            if self.late is None:
+                self.copies.setdefault(key, {"late": {}, "stores": []}).setdefault("atomics", []).append(operands)
+                return operands
+            queue = self.late.get(key, {}).get("atomics")
+            return queue.pop(0) if queue else operands
+
         def atomic_rmw(op, ptr, val, mask, sem, scope):
+            val, = kept_operands(ptr, val)
             hot = shared(ptr, mask)
             step()
             names = sem_of(sem, scope)
@@ -243,6 +325,7 @@ class Guard:
             return I.TensorHandle(back.reshape(p.shape), out.dtype)
 
         def atomic_cas(ptr, cmp, val, sem, scope):
+            cmp, val = kept_operands(ptr, cmp, val)
             hot = shared(ptr, None)
             step()
             names = sem_of(sem, scope)
@@ -282,7 +365,8 @@ class Guard:
                                (b, "create_atomic_rmw", atomic_rmw), (b, "create_atomic_cas", atomic_cas),
                                (b, "set_grid_dim", grid_dim), (b, "create_barrier", debug_barrier)]
                               + [(b, name, as_atomic(name)) for name in through]
-                              + [(I.TensorHandle, "set_attr", checked_set_attr), (semantic, "load", load_noting_other)])
+                              + [(I.TensorHandle, "set_attr", checked_set_attr), (semantic, "load", load_noting_other),
+                                 (I, "_patch_lang_core", patch_core_pipelined)])
 
     def note(self, ptrs, mask, builder, verb: str, event: tuple) -> None:
         """Check the access, and remember it in :attr:`events` (``event``: kind, then sem and scope for an atomic)."""
@@ -294,6 +378,7 @@ class Guard:
                 if self.undefined:
                     self.note_defined(addrs, kind, max(1, ptrs.get_element_ty().primitive_bitwidth // 8), builder)
                 self.events.append((kind, addrs, self.linear(builder.grid_idx), *(names or (None, None))))
+                self.event_sizes.append(max(1, ptrs.get_element_ty().primitive_bitwidth // 8))
 
     def note_defined(self, addrs, kind: str, size: int, builder) -> None:
         """In :attr:`undefined` memory, the bytes a write covers become defined; a read (an atomic reads too) of a
@@ -325,7 +410,10 @@ class Guard:
         accesses must be ordered by a release and an acquire (:mod:`grader.ordering`). With ``record`` (the
         in-order run), the elements its atomics share are kept for the steered and reversed rounds."""
         np = self.np
-        events, self.events = self.events, []
+        events, sizes, self.events, self.event_sizes = self.events, self.event_sizes, [], []
+        if len(set(sizes)) > 1:  # a tensor read through a view of another dtype (hostile round 15: a byte of a
+            # neighbour's float32 through an int8 pointer): accesses compared byte by byte, not by their first address
+            events = [(e[0], lanes.byte_addresses(e[1], size), *e[2:]) for e, size in zip(events, sizes)]
         of = lambda kinds: [(e[1], e[2]) for e in events if e[0] in kinds]  # noqa: E731  (addresses, program) pairs
         loads, stores, atomics = of(("r", "vr")), of(("w",)), of(("ar", "aw", "arw"))  # a volatile load is no atomic here
         if self.lanes.releases and (loads or stores or atomics):
@@ -412,6 +500,13 @@ class Guard:
         idx = np.searchsorted(lo, addrs, side="right") - 1
         ok = (idx >= 0) & (addrs + np.uint64(size) <= hi[np.clip(idx, 0, None)])
         if ok.all():
+            odd = addrs % np.uint64(size) != 0
+            if odd.any():  # inside a tensor, but not at a multiple of its size: a pointer cast (int64 through a float32
+                # tensor at an odd element, hostile round 15) that sm_90 faults on (misaligned address)
+                pid = tuple(int(v) for v in builder.grid_idx)
+                self.misaligned = (f"program {pid} {verb}了 {size} 字节的值，地址在 {self.label(int(addrs[odd][0]))} "
+                                   f"里面，不是 {size} 的倍数")
+                raise Misaligned(self.misaligned)
             return
         bad = int(addrs[~ok][0])
         lo_, hi_, label, item = min(self.ranges, key=lambda r: min(abs(bad - r[0]), abs(bad - r[1])))
@@ -673,12 +768,15 @@ class Replayer:
             self.guard.ranges = list(spans.values()) + [
                 (t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes(), k.replace("scratch:", "scratch"), 1)
                 for k, t in bufs.items() if k.startswith("scratch:")]
-            self.guard.first, self.guard.events = None, []
+            self.guard.first, self.guard.misaligned, self.guard.events, self.guard.event_sizes = None, None, [], []
             self.guard.unfilled = self.guard.false_hint = self.guard.undefined_read = None
             self.guard.undefined = [(lo, hi, self.np.zeros(hi - lo, dtype=bool)) for lo, hi in undefined]
             self.guard.launch_no = 0
             self.guard.saw_atomics = False
             self.guard.lanes.take()
+            self.guard.pipelines.take()
+            if self.guard.late is None:
+                self.guard.copies = {}
             if interleave_seed is None:
                 self.guard.shared = {}  # the in-order run's, kept for the rounds after it
             rng = self.np.random.default_rng(interleave_seed) if interleave_seed is not None else None
@@ -698,6 +796,9 @@ class Replayer:
                 lane = self.guard.lanes.take() if self.guard is not None else None
                 if lane:
                     raise LaneRace(lane)
+                early = self.guard.pipelines.take() if self.guard is not None else None
+                if early:
+                    raise EarlyLoad(early)
                 if self.guard is not None and self.guard.false_hint:
                     raise FalseHint(self.guard.false_hint)
             if self.device == "cuda":
@@ -766,6 +867,9 @@ class Replayer:
             except LaneRace as e:
                 rec["lane_race"] = str(e)
                 return rec
+            except EarlyLoad as e:
+                rec["early_load"] = str(e)
+                return rec
             except FalseHint as e:
                 rec["false_hint"] = str(e)
                 return rec
@@ -776,7 +880,9 @@ class Replayer:
                 rec["endless"] = str(e)
                 return rec
             except Exception as e:
-                if self.guard is not None and self.guard.first:
+                if self.guard is not None and self.guard.misaligned:
+                    rec["misaligned"] = self.guard.misaligned
+                elif self.guard is not None and self.guard.first:
                     rec["oob"] = self.guard.first
                 else:
                     rec["error"] = _error_text(e)
@@ -794,6 +900,9 @@ class Replayer:
                     now = self.buffers.to_numpy(bufs[k])
                     if not ((arr == now) | (self.np.isnan(arr) & self.np.isnan(now))).all():
                         rec["inputs_changed"].append(k.split(":", 1)[1])
+                rec["late_read"] = self.late_matters(launches, bufs, spans, initial, views)
+                if rec["late_read"]:
+                    return rec
                 if undefined and (self.guard.undefined_read if self.guard is not None else self.atomic_free()):
                     rec["undefined_read"] = self.undefined_matters(launches, bufs, spans, initial, undefined, views,
                                                                    case.get("order_seed"))
@@ -815,6 +924,38 @@ class Replayer:
         reads; without atomics, two runs of the same launches on the same bytes give the same bits there."""
         path = self.root / "replay" / "kernels.py"
         return path.exists() and "atomic_" not in path.read_text(encoding="utf-8")
+
+    def late_matters(self, launches, bufs, spans, initial, views) -> str | None:
+        """After an in-order run where one copy of a small block (a scalar, or fewer elements than the program's
+        threads) stored to an address the copies had loaded: the same launches again, with each copy's load reading
+        what its program stored there afterwards, as a warp that runs late does on a GPU (the one copy that stores,
+        and makes the small block's atomics, still sees what it loaded: those keep the in-order run's values). Returns
+        what changed, if an output did (hostile round 15: a counter loaded, stored plus one, and the loaded value
+        added to every output; round 16: the same beside an atomic). Every copy reads the same late value here; copies
+        that disagree (a warp early, another late) are beyond a replay that holds one value per element."""
+        if self.guard is None or not any(n["late"] for n in self.guard.copies.values()):
+            return None
+        outs = {k: _bits(v).clone() for k, v in views.items() if k.startswith("out:")}
+        for k, b in bufs.items():
+            b.copy_(initial[k])
+        kept = (self.guard.shared, self.guard.saw_atomics)
+        self.guard.late = {key: {"late": n["late"], "stores": list(n["stores"]), "atomics": list(n.get("atomics", ()))}
+                           for key, n in self.guard.copies.items()}
+        first = next((n["where"], key) for key, n in self.guard.copies.items() if n["late"])
+        try:
+            self.run_launches(launches, bufs, spans)
+            changed = [k.split(":", 1)[1] for k, bits in outs.items() if not bool((_bits(views[k]) == bits).all())]
+        except Exception as e:
+            changed = [f"重放出错（{_error_text(e)[:120]}）"]
+        finally:
+            self.guard.late = None
+            self.guard.shared, self.guard.saw_atomics = kept
+        if not changed:
+            return None
+        return (f"program {first[1][1]} 里，一个标量（或比 program 的 {self.guard.lanes.threads} 个线程小的块）的 load 读了 "
+                f"{first[0]}，之后同一个 program 又写了它，中间没有 tl.debug_barrier()。这样的块每个 warp 都有一份，"
+                "都执行这次 load，只有一份执行 store：让其余各份在这次 store 之后才读（GPU 上可能如此），"
+                f"{'、'.join(changed)} 就变了")
 
     def undefined_matters(self, launches, bufs, spans, initial, undefined, views, seed) -> str | None:
         """After an in-order run that read memory nothing had defined (an output the wrapper did not fill, a scratch

@@ -47,6 +47,13 @@ def _non_finite(g, shape):
         (u >= 0.2) & (u < 0.3), float("nan"))
 
 
+def _one_inf(g, shape):
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    at = [int(torch.randint(0, d, (1,), generator=g)) for d in shape[:-1]]
+    x[(*at, int(torch.randint(0, max(1, shape[-1] // 2), (1,), generator=g)))] = float("inf")
+    return x
+
+
 FILLS: dict[str, Callable] = {
     "randn": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64),
     "large": lambda g, shape: 50 * torch.randn(shape, generator=g, dtype=torch.float64),
@@ -58,6 +65,8 @@ FILLS: dict[str, Callable] = {
     "positive": lambda g, shape: torch.rand(shape, generator=g, dtype=torch.float64),
     # integers over the whole int32 range, most above 2^24 in size: float32 cannot hold them
     "full_int32": lambda g, shape: torch.randint(-2**31, 2**31, shape, generator=g, dtype=torch.int64).double(),
+    # integers within +-2^29, most above 2^24 in size: float32 cannot hold them, and a sum of two stays an int32
+    "half_int32": lambda g, shape: torch.randint(-2**29, 2**29, shape, generator=g, dtype=torch.int64).double(),
     # integers over the whole int64 range, most above 2^53 in size: float64 cannot hold them (drawn and carried as
     # int64: plan.draw keeps integer tensors in int64)
     "full_int64": lambda g, shape: torch.randint(-2**63, 2**63 - 1, shape, generator=g, dtype=torch.int64),
@@ -90,6 +99,10 @@ FILLS: dict[str, Callable] = {
     ).double()).expand(shape).clone(),
     # randn with one value in ten +inf, one -inf and one NaN
     "non_finite": _non_finite,
+    # randn with one +inf, in a random row (first dimension) and the first half of the last: a 0 * inf (a reset
+    # written acc * 0, a one-hot picked by a product) makes NaN where the result is inf, and a tensor of such NaNs
+    # is no longer NaN everywhere as it is with "non_finite"
+    "one_inf": _one_inf,
     # randn with 3e4 in each row's first column: a one-pass variance shifted by x[0] cancels there (ex05, ex10)
     "first_far": lambda g, shape: torch.randn(shape, generator=g, dtype=torch.float64).index_fill(
         -1, torch.tensor([0]), 3e4),

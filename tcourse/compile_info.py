@@ -211,10 +211,19 @@ def compile_for_sm90(kernel, *args, num_warps: int = 4, num_stages: int = 3, cap
     # constant, and 16-byte aligned pointers and ints divisible by 16 get tt.divisibility=16,
     # which is what lets the compiler emit vectorised (16-byte) loads and pipeline tiles.
     constants = dict(constexprs)
-    constants.update({n: 1 for n, v in values.items() if specialize and type(v) is int and v == 1
-                      and n not in (getattr(kernel, "do_not_specialize", None) or ())})
+    from tcourse.runtime import unspecialised
+
+    keep = unspecialised(fn.arg_names, getattr(kernel, "do_not_specialize", None)
+                         or getattr(kernel, "kwargs", {}).get("do_not_specialize"))
+    constants.update({n: 1 for n, v in values.items() if specialize and type(v) is int and v == 1 and n not in keep})
     constants.update({n: None for n, v in values.items() if v is None})  # an optional pointer left out
     signature = {n: "constexpr" if n in constants else _arg_type(values[n]) for n in fn.arg_names}
+    for i, n in enumerate(fn.arg_names):  # a tuple's 1s are constants, specialised or not, as the launcher types them
+        if isinstance(signature[n], tuple):
+            from triton._utils import find_paths_if, get_iterable_path
+
+            for path in find_paths_if(signature[n], lambda _, t: t == "constexpr"):
+                constants[(i, *path)] = get_iterable_path(values[n], path)
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
              if n in values and n not in constants and _divisible_by_16(values[n])}
     source = ASTSource

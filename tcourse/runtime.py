@@ -346,21 +346,46 @@ def int_arguments_of_one_are_constants() -> bool:
     convert = getattr(interpreter, "_implicit_cvt", None)
     if convert is None or getattr(convert, "ones_constant", False):
         return convert is not None
-    depth = [0]  # a tuple's or a tensor descriptor's ints are converted inside: left as they were
+    inside_descriptor = [0]  # a tensor descriptor's shape and strides are run-time values on a GPU too
 
     def specialised(arg):
-        if depth[0] == 0 and type(arg) is int and arg == 1:
+        if not inside_descriptor[0] and type(arg) is int and arg == 1:
             return 1  # a plain int, as the interpreter passes a tl.constexpr parameter (tl.constexpr(1) + a block
-            # would wrap the block: range() of it failed in a right persistent loop)
-        depth[0] += 1
+            # would wrap the block: range() of it failed in a right persistent loop). Inside a tuple too: the
+            # launcher specialises a tuple's elements as it does an argument's (hostile round 15: (1, 2) as cfg)
+        nested = isinstance(arg, interpreter.TensorDescriptor)
+        inside_descriptor[0] += nested
         try:
             return convert(arg)
         finally:
-            depth[0] -= 1
+            inside_descriptor[0] -= nested
 
     specialised.ones_constant = True
     interpreter._implicit_cvt = specialised
+    run = interpreter.InterpretedFunction.run
+
+    def run_unspecialised(self, *args, grid, warmup, **kwargs):
+        """``do_not_specialize`` keeps an int of 1 a run-time int32, as the launcher does (hostile round 15:
+        ``(stride - 8) // 2`` floored in the grade and truncated on a GPU)."""
+        keep = unspecialised(self.arg_names, self.kwargs.get("do_not_specialize"))
+        if keep:
+            args = tuple(RuntimeInt(a) if type(a) is int and name in keep else a for a, name in zip(args, self.arg_names))
+            kwargs = {k: RuntimeInt(v) if type(v) is int and k in keep else v for k, v in kwargs.items()}
+        return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    interpreter.InterpretedFunction.run = run_unspecialised
     return True
+
+
+def unspecialised(arg_names: list[str], do_not_specialize) -> set[str]:
+    """The parameters ``triton.jit(do_not_specialize=...)`` leaves unspecialised, by Triton's own test (a position
+    ``i in``, or a name ``in`` the list: -2 names none, 5.0 names the sixth; hostile round 16)."""
+    dns = list(do_not_specialize or ())
+    return {name for i, name in enumerate(arg_names) if i in dns or name in dns}
+
+
+class RuntimeInt(int):
+    """An int argument that a launch leaves unspecialised (``do_not_specialize``): converted to an int32 tensor."""
 
 
 def integer_division_by_zero_is_an_error() -> bool:

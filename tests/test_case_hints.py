@@ -160,6 +160,23 @@ CLAIMS = {
     ("ex06_transpose", "WIDEINT"): lambda c, blk: c.dtype == "int32" and _fill(c, "x") == "full_int32",
     ("dr03_strided_copy_2d", "WIDEINT"): lambda c, blk: c.dtype == "int32" and _fill(c, "x") == "full_int32",
     ("dr03_strided_copy_2d", "WIDEINT64"): lambda c, blk: c.dtype == "int64" and _fill(c, "x") == "full_int64",
+    ("dr04_gather", "WIDEINT"): lambda c, blk: c.dtype == "int32" and _fill(c, "table") == "full_int32",
+    ("dr01_outer_add", "WIDEINT"): lambda c, blk: c.dtype == "int32" and _fill(c, "x") == _fill(c, "y") == "half_int32",
+    ("dr06_tile_transpose", "WIDEINT"): lambda c, blk: c.dtype == "int32" and _fill(c, "x") == _fill(c, "y") == "half_int32",
+    # one +inf in a row that has later blocks (dr08's default BLOCK) / in a, with more tiles than programs (ex11)
+    ("dr08_cumsum", "ONE_INF"): lambda c, blk: _fill(c, "x") == "one_inf" and _dim(c, "x", 1) > blk("BLOCK"),
+    ("ex11_persistent_matmul", "ONE_INF"): lambda c, blk: _fill(c, "a") == "one_inf"
+    and _dim(c, "a", 0) * _dim(c, "b", 1) > c.scalars["NUM_PROGRAMS"] * blk("BLOCK_M") * blk("BLOCK_N"),
+    # one +inf in the operand a learner might read wrapped (% K, % M): every wrapped row is inside one block
+    ("ex03_matmul", "WRAP"): lambda c, blk: _fill(c, "b") == "one_inf" and _dim(c, "b", 0) < blk("BLOCK_K"),
+    ("dr07_batched_dot", "WRAP"): lambda c, blk: _fill(c, "b") == "one_inf" and _dim(c, "b", 1) < 16,
+    ("dr05_matvec", "WRAP"): lambda c, blk: _fill(c, "v") == "one_inf" and _dim(c, "v", 0) < blk("BLOCK_K"),
+    ("dr02_col_sum", "WRAP"): lambda c, blk: _fill(c, "x") == "one_inf" and _dim(c, "x", 0) < blk("BLOCK_M"),
+    ("ex07_flash_attention", "INF_KEY"): lambda c, blk: _fill(c, "k").__name__ == "_inf_key" and c.scalars["causal"]
+    and _dim(c, "k", 2) > 9,
+    ("ex07_flash_attention", "INF_VALUE"): lambda c, blk: _fill(c, "v").__name__ == "_inf_value"
+    and _dim(c, "v", 2) % blk("BLOCK_N") != 0,
+    ("ex10_layernorm_backward", "ROW_MEANS"): lambda c, blk: _fill(c, "x") == "row_offsets" and 1 < c.scalars["G"] < _dim(c, "x", 0),
     **{(ex, "ODD"): lambda c, blk: any(t.layout in ODD_LAYOUTS for t in (*c.inputs, *c.outputs))
        for ex in ("ex03_matmul", "ex06_transpose", "dr02_col_sum", "dr03_strided_copy_2d", "dr04_gather", "dr05_matvec",
                   "dr06_tile_transpose", "dr07_batched_dot")},

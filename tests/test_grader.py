@@ -120,7 +120,7 @@ VARIANTS = {
                                ["元素不对"]),
     "swizzle-python-no-launch": ("ex04_group_m_swizzle", [(
         "swizzle_kernel[(num_pid_m * num_pid_n,)](out, num_pid_m, num_pid_n, GROUP_M=GROUP_M)",
-        "out[:] = torch.tensor([pid_to_tile(p, num_pid_m, num_pid_n, GROUP_M) for p in range(num_pid_m * num_pid_n)])")],
+        "out[:] = torch.tensor([pid_to_tile(p, num_pid_m, num_pid_n, GROUP_M) for p in range(num_pid_m * num_pid_n)], device=out.device)")],
         ["没有启动任何 Triton kernel"]),
     "layernorm-masked-lanes-in-var": ("ex05_layernorm", [("xc = tl.where(mask, x - mean, 0.0)", "xc = x - mean")],
                                       ["tl.where(mask, x - mean, 0.0)"]),

@@ -1060,6 +1060,42 @@ def test_lanes_of_other_shapes_scalars_and_two_plain_stores_are_races():
     assert run(("atomic", (4,), [10, 10, 11, 11]), ("atomic", (4,), [11, 10, 10, 11])) is None
 
 
+def test_lanes_compare_bytes_once_two_sizes_meet_and_pipelined_turns_are_followed():
+    """Hostile round 15: a float32 store and a byte of it read back by the next element through an int8 pointer (the
+    first addresses differ, the bytes do not); each turn of a tl.range(..., num_stages=3) loop reading what the turn
+    before stored (sm_90 issues that load before the store)."""
+    import numpy as np
+
+    from grader.lanes import Lanes, Pipelines
+
+    def run(*accesses):
+        lanes, label = Lanes(), (lambda a: f"out[{a}]")
+        lanes.threads = 4  # blocks of 4: one element a thread
+        for kind, size, addrs in accesses:
+            addrs = np.array(addrs, dtype=np.int64)
+            pos = lanes.position((len(addrs),), np.arange(addrs.size))
+            (lanes.load if kind == "load" else lanes.store)((0, 0, 0), addrs, pos, label, size=size)
+        return lanes.take()
+
+    words = [100, 104, 108, 112]
+    assert run(("store", 4, words), ("load", 1, [w + 3 for w in words])) is None  # each element its own top byte
+    assert "out[" in run(("store", 4, words), ("load", 1, [96 + 3, 100 + 3, 104 + 3, 108 + 3]))  # the neighbour's
+    assert "out[" in run(("load", 1, [96 + 3, 100 + 3, 104 + 3, 108 + 3]), ("store", 4, words))
+    assert run(("store", 2, [100, 102, 104, 106]), ("load", 2, [100, 102, 104, 106])) is None
+
+    def loop(stages, reads_back):
+        pipes, label = Pipelines(), (lambda a: f"out[{a}]")
+        for turn in pipes.loop(range(3), stages, (0, 0, 0)):
+            pipes.load(np.array([10 + turn - reads_back]), 1, label)
+            pipes.store(np.array([10 + turn]), 1)
+        return pipes.take()
+
+    assert "第 1 轮读取了第 0 轮" in loop(3, 1)
+    assert "第 2 轮读取了第 0 轮" in loop(3, 2)
+    assert loop(2, 2) is None  # issued one turn early: after the store two turns before
+    assert loop(3, 0) is None  # each turn reads its own address before storing it
+
+
 def test_a_kernel_that_compiles_but_cannot_launch_on_sm90_is_refused():
     """Hostile round 12: a kernel needing 262144 B of shared memory (a [64, 2048] x [2048, 64] dot) and one launched
     with num_warps=64 compile for sm_90, but Triton's launcher raises OutOfResources there; the interpreter ran both."""

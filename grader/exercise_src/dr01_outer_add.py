@@ -5,7 +5,8 @@
 # **二维 tile**：行下标和列下标各是一个向量，用 `[:, None]` 和 `[None, :]` 广播成一个二维的指针块和 mask。
 # 这道题只练这一步。
 #
-# 给定 `x`（长度 `M`）和 `y`（长度 `N`），算 `out[i, j] = x[i] + y[j]`（形状 `(M, N)`）。
+# 给定 `x`（长度 `M`）和 `y`（长度 `N`），算 `out[i, j] = x[i] + y[j]`（形状 `(M, N)`）。`x`、`y` 可能是 float32、float16，
+# 也可能是 int32（值远超 2^24，和仍在 int32 里）。
 #
 # **要做的事**
 #
@@ -82,22 +83,24 @@ WIDE = "N 比 BLOCK_N 大：grid 的第二维是 triton.cdiv(N, BLOCK_N)，列�
 EXACT = "M、N 正好是 64/128/256 的整数倍或差 1：grid 用 triton.cdiv，块之间不重叠也不留空。"
 BLOCKS = ("BLOCK_M 和 BLOCK_N 不相等：grid 是 (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))，"
           "行块用 BLOCK_M、列块用 BLOCK_N，不要混用。")
+WIDEINT = "x、y 是 int32，值超过 2^24：读进来直接相加，不要 .to(tl.float32)（float32 只有 24 位有效数字，加出来的和差几十）。"
 OUT = "out 不是连续的（行间有空隙或转置视图）：写 out 的地址用 rm * out.stride(0) + rn * out.stride(1)，不要用 N 和 1。"
 
 
 def cases(device, rng):
-    def one(m, n, dt, hint=TAIL, blocks=None, out="contig", **kw):
+    def one(m, n, dt, hint=TAIL, blocks=None, out="contig", fill="randn", **kw):
         tag = {"padded": " out 行间有空隙", "transposed": " out 是转置视图"}.get(out, "")
+        tag += " 值超过 2^24" if fill == "half_int32" else ""
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
             kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"))
-        return Case(f"M={m} N={n} {dt}{tag}", dt, (Tensor("x", (m,)), Tensor("y", (n,))), call=("x", "y"),
+        return Case(f"M={m} N={n} {dt}{tag}", dt, (Tensor("x", (m,), fill), Tensor("y", (n,), fill)), call=("x", "y"),
                     outputs=(Tensor("out", (m, n), layout=out),), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(5, 7, "float32", public=True), one(33, 65, "float32", public=True),
           one(70, 3, "float32"), one(3, 100, "float32", WIDE, public=True), one(40, 31, "float16", public=True),
           one(70, 50, "float32", BLOCKS, (64, 16), public=True), one(45, 70, "float32", BLOCKS + " " + OUT, (16, 64), "transposed"),
-          one(40, 50, "float32", OUT, out="padded")]
+          one(40, 50, "float32", OUT, out="padded"), one(5, 7, "int32", WIDEINT, fill="half_int32")]
     m, n = near_multiples(rng, (64, 128, 256), 2, (1, 2))
     cs += [one(m, n, "float32", EXACT, hidden=True),
            one(*sizes(rng, 2, 20, 1), *sizes(rng, 257, 700, 1), "float32", WIDE, hidden=True),

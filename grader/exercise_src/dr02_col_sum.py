@@ -78,6 +78,8 @@ selfcheck.check("dr02_col_sum", globals())
 # %% id=dr02-grading role=grading
 from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 
+WRAP = ("x 里有一个 +inf，M 比 BLOCK_M 小：越界的行用 mask 关掉（other=0.0），不要用 % M 绕回来再乘 0"
+        "（0 * inf = NaN）。")
 TAIL = "M 或 N 不是块大小的整数倍：读块时 mask 两个方向，而且 other=0.0；写 out 时按列 mask。"
 LOOP = "M 比 BLOCK_M 大得多：要沿行循环 for m0 in range(0, M, BLOCK_M)，每一块都累加进 acc。"
 STRIDE = "x 不是连续的（行间有空隙或者是转置视图）：地址用 rm * x.stride(0) + rn * x.stride(1)。"
@@ -95,14 +97,15 @@ def cases(device, rng):
     def one(m, n, dt, layout="contig", hint=TAIL, fill="randn", blocks=None, **kw):
         tag = {"padded": " 行间有空隙", "transposed": " 转置视图", "transposed_padded": " x 是行间有空隙的矩阵的转置",
                "step2": " x 隔列取"}.get(layout, "") + (" 全正" if fill == "positive" else "") + \
-            (" 前一半行约 +3000、后一半约 -3000" if fill == "row_halves" else "")
+            (" 前一半行约 +3000、后一半约 -3000" if fill == "row_halves" else "") + (" 有一个 +inf" if fill == "one_inf" else "")
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
             kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"))
         return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout),), call=("x",),
                     out_shape=(n,), hint=hint, **kw)
 
-    cs = [one(1, 1, "float32", public=True), one(7, 5, "float32", public=True), one(100, 33, "float32", hint=LOOP,
+    cs = [one(1, 1, "float32", public=True), one(7, 5, "float32", public=True), one(7, 5, "float32", hint=WRAP, fill="one_inf"),
+          one(100, 33, "float32", hint=LOOP,
                                                                                      public=True),
           one(65, 70, "float32", "padded", STRIDE, public=True), one(50, 40, "float32", "transposed", STRIDE),
           one(70, 20, "float16", hint=LOOP, public=True),

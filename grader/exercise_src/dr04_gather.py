@@ -6,7 +6,7 @@
 # 分页 KV cache 的块表都是这样。第 6 章之前先练熟“两次 load”。
 #
 # 给定表 `table`（形状 `(V, D)`，行之间可能有空隙，也可能是转置视图）和 int32 下标 `idx`（长度 `n`，每个值在 `[0, V)` 里，可能重复），
-# 算 `out[i, :] = table[idx[i], :]`（形状 `(n, D)`）。
+# 算 `out[i, :] = table[idx[i], :]`（形状 `(n, D)`）。`table` 可能是 float32、float16，也可能是 int32（值用满 int32 的范围，远超 2^24）。
 #
 # **要做的事**
 #
@@ -85,6 +85,7 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "n 或 D 不是块大小的整数倍：读 idx 要 mask=rows < n；读表和写 out 的 mask 是 (rows[:, None] < n) & (cols[None, :] < D)。"
 EXACT = "n、D 正好是块大小的整数倍或差 1：grid 用 triton.cdiv，块之间不重叠也不留空。"
 WIDE = "D 比 BLOCK_D 大：grid 的第二维是 triton.cdiv(D, BLOCK_D)，每个 program 只负责 BLOCK_D 列。"
+WIDEINT = "表是 int32，值用满整个范围（远超 2^24）：读进来的值原样写回，不要 .to(tl.float32)（float32 只有 24 位有效数字）。"
 ROWS16 = ("表有 7 万行：下标和行偏移用读进来的 int32 算，不要转成 16 位整数（int16 在 32768 以上变成负数，"
           "uint16 在 65536 以上从 0 重来，都读到别的行去）。")
 STRIDE = "表的行之间有空隙：第 src 行的起点是 src * table.stride(0)，不是 src * D。"
@@ -112,6 +113,7 @@ def cases(device, rng):
         hint = (TAIL if n % bn or d % bd else EXACT) if hint is None else hint
         odd = {"transposed_padded": "是行间有空隙的矩阵的转置", "step2": "隔列取"}
         tag = {"padded": " 表的行间有空隙", "transposed": " 表是转置视图"}.get(layout, "") + (" 含 -0.0" if fill == "signed_zeros" else "")
+        tag += " 值用满 int32" if fill == "full_int32" else ""
         tag += {"padded": " out 行间有空隙", "transposed": " out 是转置视图"}.get(out, "")
         tag += "".join(f" {name}{odd[lay]}" for name, lay in (("表", layout), ("out ", out)) if lay in odd)
         if blocks:
@@ -125,7 +127,8 @@ def cases(device, rng):
           one(50, 33, 40, "float32", public=True, fill="signed_zeros"), one(30, 100, 17, "float32", hint=WIDE, public=True),
           one(20, 40, 33, "float32", "padded", STRIDE), one(25, 20, 50, "float16", public=True),
           one(30, 40, 25, "float32", "transposed", TSTRIDE, public=True), one(30, 40, 25, "float32", hint=OUT, out="padded"),
-          one(40, 50, 70, "float32", hint=BLOCKS, blocks=(64, 16)), one(70_000, 4, 300, "float32", hint=ROWS16)]
+          one(40, 50, 70, "float32", hint=BLOCKS, blocks=(64, 16)), one(70_000, 4, 300, "float32", hint=ROWS16),
+          one(10, 7, 5, "int32", hint=WIDEINT, fill="full_int32")]
     n, d = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(*sizes(rng, 100, 1000, 1), d, n, "float32", hidden=True),
            one(*sizes(rng, 20, 200, 1), *sizes(rng, 65, 200, 2), "float32", "padded", STRIDE, hidden=True),

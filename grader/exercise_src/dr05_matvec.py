@@ -75,6 +75,8 @@ selfcheck.check("dr05_matvec", globals())
 # %% id=dr05-grading role=grading
 from grader.spec import HALVES_TOL, Case, Exercise, Tensor, near_multiples, sizes
 
+WRAP = ("v 里有一个 +inf，K 比 BLOCK_K 小：读 v 也要 mask（other=0.0）。用 % K 绕回来、指望 a 补的 0 把多出来的项抵消，"
+        "碰上 inf 就是 0 * inf = NaN。")
 TAIL = "M 或 K 不是块大小的整数倍：a 块按 M 和 K 两个方向 mask，v 段按 K mask，都用 other=0.0。"
 KLOOP = "K 远大于 BLOCK_K（也大于 256）：沿 K 循环 for k0 in range(0, K, BLOCK_K)，每一段都累加进 acc。"
 STRIDE = "a 不是连续的（转置视图或行间有空隙）：地址用 rm * a.stride(0) + rk * a.stride(1)。"
@@ -92,7 +94,7 @@ def cases(device, rng):
     def one(m, k, dt, layout="contig", hint=TAIL, fill="randn", blocks=None, vfill=None, **kw):
         tag = {"padded": " a 行间有空隙", "transposed": " a 是转置视图", "transposed_padded": " a 是行间有空隙的矩阵的转置",
                "step2": " a 隔列取"}.get(layout, "") + (" 全正" if fill == "positive" else "") + \
-            (" a 前一半列约 +100、后一半约 -100，v 约 100" if fill == "halves" else "")
+            (" a 前一半列约 +100、后一半约 -100，v 约 100" if fill == "halves" else "") + (" v 里有一个 +inf" if vfill == "one_inf" else "")
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_K={blocks[1]}"
             kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_K": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_K"))
@@ -100,6 +102,7 @@ def cases(device, rng):
                     call=("a", "v"), out_shape=(m,), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(7, 5, "float32", public=True), one(33, 65, "float32", public=True),
+          one(7, 5, "float32", hint=WRAP, vfill="one_inf"),
           one(40, 300, "float32", hint=KLOOP, public=True), one(45, 70, "float32", "transposed", STRIDE, public=True),
           one(30, 100, "float32", "padded", STRIDE), one(33, 65, "float16", public=True),
           one(70, 50, "float32", hint=BLOCKS, blocks=(16, 128), public=True),

@@ -5,7 +5,8 @@
 # 要和 `(BLOCK_M, BLOCK_N)` 的块相加，得先在寄存器里把它转过来：`tl.trans(block)`。
 # 第 6 章的 attention 算 `q @ k^T` 时就是这样处理 `k` 的 tile。
 #
-# 给定 `x`（形状 `(M, N)`）和 `y`（形状 `(N, M)`），算 `out = x + y.T`（形状 `(M, N)`）。
+# 给定 `x`（形状 `(M, N)`）和 `y`（形状 `(N, M)`），算 `out = x + y.T`（形状 `(M, N)`）。`x`、`y` 可能是 float32、float16，
+# 也可能是 int32（值远超 2^24，和仍在 int32 里）。
 #
 # **要做的事**
 #
@@ -85,6 +86,7 @@ TAIL = "M 或 N 不是块大小的整数倍：x 块和 out 块的 mask 是 (rm[:
 TRANS = "out[i, j] = x[i, j] + y[j, i]：y 块要按 y 的行 rn、列 rm 读，再 tl.trans。"
 STRIDE = "y 不是连续的（行间有空隙或转置视图）：y 的地址用 y.stride(0)（沿 N）和 y.stride(1)（沿 M）。"
 XSTRIDE = "x 不是连续的（转置视图或行间有空隙）：x 的地址用 rm * x.stride(0) + rn * x.stride(1)，不要用 N 和 1。"
+WIDEINT = "x、y 是 int32，值超过 2^24：读进来直接转置、相加，不要 .to(tl.float32)（float32 只有 24 位有效数字，加出来的和差几十）。"
 OUT = "out 不是连续的（行间有空隙或转置视图）：写 out 的地址用 rm * out.stride(0) + rn * out.stride(1)，不要用 N 和 1。"
 ODD = ("这个测试的 x、y、out 的 stride 既不是 (列数, 1) 也不是 (1, 行数)（例如 base[:, ::2]，或行间有空隙的矩阵的转置）："
        "六个 stride 都用 .stride() 传进 kernel，不要按布局去猜。")
@@ -93,14 +95,14 @@ BLOCKS = ("换了 BLOCK_M、BLOCK_N：grid 是 (triton.cdiv(M, BLOCK_M), triton.
 
 
 def cases(device, rng):
-    def one(m, n, dt, layout="contig", hint=TAIL, x="contig", out="contig", blocks=None, **kw):
+    def one(m, n, dt, layout="contig", hint=TAIL, x="contig", out="contig", blocks=None, fill="randn", **kw):
         lay = {"padded": " {} 行间有空隙", "transposed": " {} 是转置视图", "transposed_padded": " {} 是行间有空隙的矩阵的转置",
                "step2": " {} 隔列取", "contig": ""}
-        tag = lay[x].format("x") + lay[layout].format("y") + lay[out].format("out")
+        tag = lay[x].format("x") + lay[layout].format("y") + lay[out].format("out") + (" 值超过 2^24" if fill == "half_int32" else "")
         if blocks:
             tag += f" BLOCK_M={blocks[0]} BLOCK_N={blocks[1]}"
             kw.update(scalars={"BLOCK_M": blocks[0], "BLOCK_N": blocks[1]}, kwargs=("BLOCK_M", "BLOCK_N"))
-        return Case(f"M={m} N={n} {dt}{tag}", dt, (Tensor("x", (m, n), layout=x), Tensor("y", (n, m), layout=layout)),
+        return Case(f"M={m} N={n} {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout=x), Tensor("y", (n, m), fill, layout=layout)),
                     call=("x", "y"), outputs=(Tensor("out", (m, n), layout=out),), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(5, 7, "float32", hint=TRANS, public=True),
@@ -109,7 +111,8 @@ def cases(device, rng):
           one(33, 31, "float16", public=True),
           one(30, 50, "float32", hint=XSTRIDE, x="transposed", public=True),
           one(45, 40, "float32", "transposed", XSTRIDE + " " + OUT, x="padded", out="padded"),
-          one(50, 70, "float32", hint=BLOCKS + " " + OUT, out="transposed", blocks=(16, 64))]
+          one(50, 70, "float32", hint=BLOCKS + " " + OUT, out="transposed", blocks=(16, 64)),
+          one(5, 7, "int32", hint=WIDEINT, fill="half_int32")]
     m, n = near_multiples(rng, (64, 128), 2, (1, 2))
     cs += [one(m, n, "float32", hint=TRANS, hidden=True),
            one(*sizes(rng, 65, 160, 2), "float32", "padded", STRIDE, hidden=True),

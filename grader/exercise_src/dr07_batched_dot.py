@@ -93,6 +93,8 @@ selfcheck.check("dr07_batched_dot", globals())
 # %% id=dr07-grading role=grading
 from grader.spec import HALVES_TOL, PAST_FLOAT16_TOL, Case, Exercise, Tensor, sizes
 
+WRAP = ("b 里有一个 +inf，K 比块小：a、b 沿 K 的读都要 mask（other=0.0）。用 % K 把越界的行绕回来、指望 a 补的 0 "
+        "把它们抵消，碰上 inf 就是 0 * inf = NaN。")
 TAIL = "M、N、K 有的比块小（块是至少 16 的 2 的幂）：a 块按 M、K mask，b 块按 K、N mask（都 other=0.0），写回按 M、N mask。"
 SMALL_K = "float16 输入、K 只有 5：BLOCK_K 仍要至少 16（tl.dot 对 16 位输入的要求，GPU 上编译不过就记错）。"
 BLOCKS = "有的维度超过 32：块大小按维度选，max(16, triton.next_power_of_2(d))，不要写死。"
@@ -116,11 +118,13 @@ def cases(device, rng):
         tags = "".join(f" {name} {TAG[lay]}" for name, lay in (("a", a), ("b", b), ("out", out)) if lay != "contig")
         tags += " a 前半 +100 后半 -100、b 约 100" if fills[0] == "halves" else ""
         tags += " a 约为 ±1e6" if fills[0] == "past_float16" else ""
+        tags += " b 里有一个 +inf" if fills[1] == "one_inf" else ""
         return Case(f"B={bs} M={m} N={n} K={k} {dt}{tags}", dt,
                     (Tensor("a", (bs, m, k), fills[0], a), Tensor("b", (bs, k, n), fills[1], b)), call=("a", "b"),
                     outputs=(Tensor("out", (bs, m, n), layout=out),), hint=hint, **kw)
 
     cs = [one(1, 1, 1, 1, "float32", public=True), one(3, 5, 7, 9, "float32", public=True),
+          one(2, 3, 7, 5, "float32", WRAP, fills=("randn", "one_inf")),
           one(4, 16, 16, 16, "float32", BATCH, a="padded", out="padded"), one(2, 33, 17, 31, "float32", public=True),
           one(5, 64, 40, 63, "float32", BLOCKS, public=True), one(3, 20, 24, 33, "float16", public=True),
           one(3, 20, 24, 17, "float32", STRIDE, a="transposed", b="padded", public=True),

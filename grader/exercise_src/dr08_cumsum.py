@@ -95,6 +95,8 @@ from grader.spec import Case, Exercise, Tensor, near_multiples, sizes
 TAIL = "N 不是 BLOCK 的整数倍：最后一块要 mask，读的时候 other=0.0，这样 carry 不会加进垃圾值。"
 CARRY = "N 比 BLOCK 大：后面的块要加上前面所有块的和（循环里带一个 carry，每块结束时 carry += tl.sum(v)）。"
 STRIDE = "行之间有空隙：第 row 行的起点是 row * x.stride(0)（写 out 用 out.stride(0)）。"
+ONE_INF = ("这一行里有一个 +inf，之后的前缀和都是 +inf：carry 用 tl.sum(块) 累加，不要用乘一个 0/1 的掩码去挑最后一个前缀"
+           "（inf * 0 是 NaN，后面的块就全是 NaN）。")
 OUT = "out 行间有空隙：写第 row 行的起点是 row * out.stride(0)，不是 row * N。"
 LONG = "float16 的长行（2 万列）：carry 要一直用 float32 累加，中途存成 float16 的误差会一块一块积累起来。"
 BLOCK = "换了 BLOCK：循环的步长和每次读的元素个数都是参数 BLOCK，不要写死 128。"
@@ -105,20 +107,22 @@ MANY_ROWS = ("533 行，比 GPU 上常用的 program 数（132、4 × 132 = 528�
 
 
 def cases(device, rng):
-    def one(m, n, dt, layout="contig", hint=TAIL, out="contig", block=None, **kw):
+    def one(m, n, dt, layout="contig", hint=TAIL, out="contig", block=None, fill="randn", **kw):
         tag = " 行间有空隙" if layout == "padded" else ""
+        tag += " 含一个 +inf" if fill == "one_inf" else ""
         tag += " out 行间有空隙" if out == "padded" else ""
         if block:
             tag += f" BLOCK={block}"
             kw.update(scalars={"BLOCK": block}, kwargs=("BLOCK",))
-        return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), layout=layout),), call=("x",),
+        return Case(f"({m}, {n}) {dt}{tag}", dt, (Tensor("x", (m, n), fill, layout=layout),), call=("x",),
                     outputs=(Tensor("out", (m, n), layout=out),), hint=hint, **kw)
 
     cs = [one(1, 1, "float32", public=True), one(3, 7, "float32", public=True), one(4, 129, "float32", hint=CARRY, public=True),
           one(5, 300, "float32", hint=CARRY), one(6, 200, "float32", "padded", STRIDE, public=True),
           one(3, 100, "float16", public=True),
           one(4, 300, "float32", hint=OUT, out="padded", public=True), one(3, 100, "float32", "padded", BLOCK, block=32),
-          one(2, 20_000, "float16", hint=LONG), one(533, 5, "float32", hint=MANY_ROWS)]
+          one(2, 20_000, "float16", hint=LONG), one(533, 5, "float32", hint=MANY_ROWS),
+          one(2, 300, "float32", hint=ONE_INF, fill="one_inf")]
     cs += [one(rng.randint(2, 6), n, "float32", hint=CARRY, hidden=True) for n in near_multiples(rng, (128, 256, 1024), 2, (1, 2), above=128)]
     cs += [one(rng.randint(3, 8), *sizes(rng, 300, 1500, 1), "float32", "padded", STRIDE, hidden=True),
            one(rng.randint(2, 5), *sizes(rng, 200, 800, 1), "float16", hint=CARRY, hidden=True)]

@@ -120,6 +120,8 @@ for row in rows or []:
 # %% id=ex03-grading role=grading
 from grader.spec import HALVES_TOL, PAST_FLOAT16_TOL, Case, Exercise, Tensor, near_multiples, sizes
 
+WRAP = ("b 里有一个 +inf，K 比 BLOCK_K 小：a、b 沿 K 的读都要 mask（other=0.0）。用 % K 把越界的行绕回来、指望 a 补的 0 "
+        "把它们抵消，碰上 inf 就是 0 * inf = NaN。")
 TAIL = "M/N/K 不是块大小的整数倍：A、B 的 tl.load 要按 M/N 和 K 两个方向 mask（other=0.0），C 的 tl.store 按 M/N mask。"
 STRIDE = "这个测试的输入不是连续存放的：指针偏移必须用 a.stride(0)/a.stride(1)/b.stride(0)/b.stride(1)，不要假设 stride。"
 KLOOP = "K 远大于 BLOCK_K（也大于 256）：沿 K 要循环 for k0 in range(0, K, BLOCK_K)，每一块都累加进 acc。"
@@ -155,6 +157,7 @@ def cases(device, rng):
         tag = lay[a_layout].format("a") + lay[b_layout].format("b") + (" 全正" if fill == "positive" else "")
         tag += " a 前半 +100 后半 -100、b 约 100" if a_fill == "halves" else ""
         tag += " a 约为 ±1e6" if a_fill == "past_float16" else ""
+        tag += " b 里有一个 +inf" if b_fill == "one_inf" else ""
         tag += lay[out_layout].format("out")
         scalars, kwargs = {}, ()
         if blocks:
@@ -166,6 +169,7 @@ def cases(device, rng):
                     call=("a", "b"), kwargs=kwargs, outputs=(Tensor("out", (m, n), layout=out_layout),), hint=hint, **kw)
 
     cs = [one(1, 1, 1, "float32", public=True), one(7, 13, 5, "float32", public=True),
+          one(7, 13, 5, "float32", hint=WRAP, fill=("randn", "one_inf")),
           one(33, 31, 65, "float32", public=True), one(100, 60, 130, "float32"),
           one(45, 37, 70, "float32", b_layout="transposed", hint=STRIDE, public=True),
           one(30, 50, 40, "float32", a_layout="padded", hint=STRIDE), one(33, 31, 65, "float16", public=True),

@@ -177,10 +177,32 @@ def _bottom_k(g, shape):
     return torch.full(shape, 2.0**61, dtype=torch.float64)
 
 
+def _inf_key(g, shape):  # key 9 of every head +inf in dimension 0 (with _inf_key_q: q_i . k_9 = +inf for the queries
+    x = torch.randn(shape, generator=g, dtype=torch.float64)  # before it, which must not see it, and -inf for the rest:
+    x[..., 9, 0] = float("inf")  # the output is finite, and a mask added as -inf makes inf - inf = NaN)
+    return x
+
+
+def _inf_key_q(g, shape):
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    x[..., 0] = (x[..., 0].abs() + 0.25) * torch.where(torch.arange(shape[2]) < 9, 1.0, -1.0).double()
+    return x
+
+
+def _inf_value(g, shape):  # value row 3 +inf in dimension 5: column 5 of the output is +inf, the rest finite
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    x[..., 3, 5] = float("inf")
+    return x
+
+
 def _q300(g, shape):
     return 300 * torch.randn(shape, generator=g, dtype=torch.float64)
 
 
+INF_KEY = ("k 的第 9 行有一个 +inf，causal：前 9 个 query 看不到它（它们的分数是 +inf），其余的分数是 -inf，输出都是有限的。被遮住的分数用 tl.where(valid, s, -inf) 换掉，不要加上 "
+           "tl.where(valid, 0, -inf)（+inf 加 -inf 是 NaN，整行都变成 NaN）。")
+INF_VALUE = ("v 的第 3 行有一个 +inf，S=17 不是 BLOCK_N 的整数倍：读 k、v 要 mask=offs_n < S（other=0），不要用 % S 把越界的行"
+             "绕回来、指望那里的 p 是 0（0 * inf 是 NaN）。")
 RANGE = ("float32 输入，v 约为 ±1e6（大多超过 float16 的最大值 65504），输出也一样大：tl.dot(p, v) 里 p 转成 v 的 dtype"
          "（p.to(v.dtype)），不要把 v、acc 或输出转成 float16（会变成 inf）。")
 
@@ -191,6 +213,7 @@ def cases(device, rng):
         tag += (" 分数低于 -8e35" if fill is _far_q else "") + (" q、k 都很大" if k_fill == "large" else "")
         tag += (" 分数都是 -1.3e38" if fill is _bottom_q else "") + (" q 约为 ±300" if fill is _q300 else "")
         tag += " v 约为 80" if v_fill is _v80 else ""
+        tag += (" k 的第 9 行有 +inf" if k_fill is _inf_key else "") + (" v 的第 3 行有 +inf" if v_fill is _inf_value else "")
         tag += " v 约为 ±1e6" if v_fill == "past_float16" else ""
         tag += "".join(f" {n}={v}" for n, v in (extra or {}).items())
         shape = (b, h, s, d)
@@ -226,7 +249,9 @@ def cases(device, rng):
           one(1, 2, 40, 32, "float32", True, hint=RANGE, v_fill="past_float16", tol=PAST_FLOAT16_TOL),
           one(1, 1, 20, 16, "float32", False, _bottom_q, BOTTOM, k_fill=_bottom_k, extra={"sm_scale": 1.0}),
           one(1, 1, 20, 16, "float32", True, _bottom_q, BOTTOM, k_fill=_bottom_k, extra={"sm_scale": 1.0}),
-          one(1, 1, 40, 32, "float16", False, _q300, BIG_SCALE, extra={"sm_scale": 300.0})]
+          one(1, 1, 40, 32, "float16", False, _q300, BIG_SCALE, extra={"sm_scale": 300.0}),
+          one(1, 1, 17, 16, "float32", True, _inf_key_q, INF_KEY, k_fill=_inf_key),
+          one(1, 1, 17, 16, "float32", False, hint=INF_VALUE, v_fill=_inf_value)]
     long_s = sizes(rng, 129, 320, 2)
     cs += [one(1, 2, long_s[0], 16, "float32", False, hint=ONLINE, hidden=True),
            one(1, 1, long_s[1], 32, "float32", True, hint=CAUSAL + " " + ONLINE, hidden=True),

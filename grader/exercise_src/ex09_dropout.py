@@ -14,7 +14,7 @@
 # `dropout_backward(dy, p, seed, out=None, BLOCK_SIZE=1024)` 两个包装函数（提示：反向可以启动同一个 kernel）。
 #
 # **规则**：结果由 Triton kernel 算（`torch.nn.functional.dropout`、`torch.rand`、`torch.where`、`torch.bernoulli` 等记 0 分）；
-# 写进 `out` 并返回；`x` 是一维连续张量。测试包括 n = 1、质数、BLOCK_SIZE 的倍数 ±1，p = 0、0.1、0.3、0.5、0.9，
+# 写进 `out` 并返回；`x` 是一维连续张量。测试包括 n = 1、质数、BLOCK_SIZE 的倍数 ±1，p = 0、0.1、0.3、0.5、0.9、0.999，
 # 也有 p 恰好等于某个 `tl.rand(seed, i)` 的情形（那个元素要丢弃：`>`，不是 `>=`），含 inf 和 NaN 的输入，float32 与 float16，
 # 前向与反向都测。
 # %% id=ex09-setup role=setup
@@ -31,7 +31,8 @@ from tcourse.kernels.dropout_kernels import keep_mask
 
 def dropout_spec(x, p, seed, BLOCK_SIZE=None):  # the mask does not depend on BLOCK_SIZE
     keep = keep_mask(x.numel(), p, seed, x.device).view_as(x)
-    return torch.where(keep, x.double() / (1 - p), 0.0).to(x.dtype)
+    p32 = torch.tensor(p, dtype=torch.float32).item()  # p reaches the kernel as a float32, as it reaches keep_mask
+    return torch.where(keep, x.double() / (1 - p32), 0.0).to(x.dtype)
 
 
 def dropout_backward_spec(dy, p, seed, BLOCK_SIZE=None):
@@ -128,6 +129,7 @@ def cases(device, rng):
     cs = [one(1, "float32", 0.5, 7, hint=TAIL, public=True), one(1000, "float32", 0.3, 1234, 128, public=True),
           one(1000, "float32", 0.3, 1234, 2048, public=True), one(4099, "float32", 0.0, 5, hint=SCALE),
           one(4099, "float32", 0.9, 5, 256, hint=SCALE), one(333, "float16", 0.1, 99, 128, public=True),
+          one(5000, "float32", 0.999, 6, 1024, hint=SCALE),
           one(1000, "float32", 0.3, 1234, 512, hint=BACKWARD, func="dropout_backward", public=True),
           one(1500, "float32", 0.9, 77, 256, hint=BACKWARD + " 这个反向测试的 p、seed 和 BLOCK_SIZE 都和别的反向测试不同。",
               func="dropout_backward"),

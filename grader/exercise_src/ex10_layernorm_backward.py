@@ -173,6 +173,8 @@ def _small(g, shape):  # var ~ 1e-6: eps decides rstd
     return 1e-3 * torch.randn(shape, generator=g, dtype=torch.float64)
 
 
+ROW_MEANS = ("这个测试每行的均值各不相同（-400 到 400 之间），G=2：方差要按行先减这一行自己的均值再平方；减去一个对所有行"
+             "（或一个 program 的所有行）都一样的数之后用 E[x^2] - E[x]^2，均值离那个数远的行仍然会严重抵消。")
 FIRST_FAR = ("每行第一列是 3e4，其余是标准正态的随机数（约 ±1）：rstd 的方差要先减均值再平方。用某个元素（比如第一列）平移的"
              "一遍公式 E[(x - x0)^2] - E[x - x0]^2 在这个元素离群时同样相消，丢掉精度。")
 
@@ -189,6 +191,7 @@ def cases(device, rng):
         tag += " dy 第一行很大" if dy_fill is _big_first_row else ""
         tag += " dy 约为 ±100" if dy_fill is _quarters else ""
         tag += " 首列 3e4" if fill == "first_far" else ""
+        tag += " 各行均值不同" if fill == "row_offsets" else ""
         tol = (2e-3, 2e-3) if fill == "offset" and dt == "float32" else None
         return Case(f"({m}, {n}) {dt}{tag}", dt,
                     (Tensor("x", (m, n), fill, layout), Tensor("weight", (n,), "weight"), Tensor("dy", (m, n), dy_fill, dy_layout)),
@@ -209,7 +212,8 @@ def cases(device, rng):
           one(3, 5000, "float32", EPS + " " + WIDE, _small, eps=1e-3),
           one(2, 5000, "float32", EPS_DEFAULT + " " + WIDE, _small, eps=None),
           one(3, 5000, "float32", STRIDES + " " + WIDE, layout="padded", dy_layout="padded", dx_layout="padded"),
-          one(3, 5000, "float32", FIRST_FAR + " " + WIDE, "first_far"), one(4, 300, "float32", FIRST_FAR, "first_far")]
+          one(3, 5000, "float32", FIRST_FAR + " " + WIDE, "first_far"), one(4, 300, "float32", FIRST_FAR, "first_far"),
+          one(8, 64, "float32", ROW_MEANS, "row_offsets", G=2)]
     cs += [one(m, n, "float32", ROWS, hidden=True) for m, n in zip(sizes(rng, 70, 200, 2), sizes(rng, 50, 500, 2))]
     cs += [one(rng.randint(20, 60), n, "float32", TAIL, hidden=True) for n in near_multiples(rng, (128, 256, 512), 2, offsets=(-1, 1))]
     cs += [one(rng.randint(10, 40), sizes(rng, 100, 600)[0], "float32", STRIDE, layout="padded", hidden=True),

@@ -88,6 +88,8 @@ selfcheck.check("ex11_persistent_matmul", globals())
 # %% id=ex11-grading role=grading
 from grader.spec import HALVES_TOL, PAST_FLOAT16_TOL, Case, Exercise, Tensor, sizes
 
+ONE_INF = ("a 里有一个 +inf，每个 program 要算不止一个 tile：out 里那一行是 ±inf。换下一个 tile 时累加器用 tl.zeros 重新开始，"
+           "不要写 acc * 0（inf * 0 是 NaN，NaN 会带进这个 program 后面的每个 tile）。")
 TAIL = "M/N/K 不是 block 的整数倍：descriptor 的 shape 用真实的 M/N/K，越界部分 load 读成 0、store 不写，不需要 mask。"
 LOOP = ("tile 数比 NUM_PROGRAMS 多：每个 program 要处理 tile p, p + NUM_PROGRAMS, ...，每个 tile 开始时 acc 清零。")
 KLOOP = "K 比 BLOCK_K 大很多：沿 K 循环，每一块都累加进同一个 acc。"
@@ -112,6 +114,7 @@ def cases(device, rng):
         hint = (TAIL if any(s % b for s, b in zip((m, n, k), blocks)) else "") if hint is None else hint
         tag = " a 前半 +100 后半 -100、b 约 100" if fills[0] == "halves" else ""
         tag += " a 约为 ±1e6" if fills[0] == "past_float16" else ""
+        tag += " a 里有一个 +inf" if fills[0] == "one_inf" else ""
         return Case(f"M={m} N={n} K={k} {dt} NUM_PROGRAMS={programs}" + "".join(f" {a}={v}" for a, v in extra.items()) + tag,
                     dt, (Tensor("a", (m, k), fills[0]), Tensor("b", (k, n), fills[1])), {"NUM_PROGRAMS": programs, **extra}, ("a", "b"),
                     ("NUM_PROGRAMS", *extra), out_shape=(m, n), hint=hint, max_programs="NUM_PROGRAMS", **kw)
@@ -125,7 +128,8 @@ def cases(device, rng):
           one(40, 24, 32, "float16", BLOCKS, 2, {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 32, "GROUP_M": 1}),
           one(24, 16, 128, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL),
           one(24, 16, 512, "float16", CANCEL, fills=("halves", "near_100"), tol=HALVES_TOL),  # fewer tiles than programs
-          one(40, 48, 64, "float32", RANGE, fills=("past_float16", "randn"), tol=PAST_FLOAT16_TOL)]
+          one(40, 48, 64, "float32", RANGE, fills=("past_float16", "randn"), tol=PAST_FLOAT16_TOL),
+          one(64, 64, 16, "float32", ONE_INF, programs=2, fills=("one_inf", "randn"))]
     cs += [one(sizes(rng, 65, 160)[0], eight(65, 160), eight(40, 120), "float32", LOOP, programs=rng.randint(2, 6),
                hidden=True) for _ in range(2)]
     cs += [one(rng.choice((64, 96, 128)), rng.choice((64, 96, 128)), 32 * rng.randint(2, 4), "float32", LOOP, hidden=True),
