@@ -411,7 +411,7 @@ def test_memory_watchdog_kills_a_growing_kernel(tmp_path, monkeypatch):
     monkeypatch.setattr(execute, "MEM_LIMIT_MB", 1500)
     nb = _nb("solutions", "ex01_axpy")
     cell = next(c for c in nb["cells"] if c["id"] == KERNEL_CELL)
-    cell["source"] = "HOLD = []\nfor _ in range(40):\n    HOLD.append(torch.ones(2**27))\n" + _src(cell)
+    cell["source"] = "HOLD = []\nfor _ in range(40):\n    HOLD.append(torch.ones(2**27, device=rt.device))\n" + _src(cell)
     path = tmp_path / "grow.ipynb"
     path.write_text(json.dumps(nb), encoding="utf-8")
     r = grade.grade(path, "cpu", cell_timeout=60, seed=1)
