@@ -133,8 +133,9 @@ class Lanes:
             self.unit = size
         if size != self.unit and self.unit != 1:
             def spread(a, *per):
-                order = np.argsort(byte_addresses(a, self.unit), kind="stable")
-                return (byte_addresses(a, self.unit)[order], *(np.repeat(v, self.unit)[order] for v in per))
+                spread_a = byte_addresses(a, self.unit)
+                order = np.argsort(spread_a, kind="stable")
+                return (spread_a[order], *(np.repeat(v, self.unit)[order] for v in per))
             self.s_addr, self.s_pos, self.s_plain = spread(self.s_addr, self.s_pos, self.s_plain)
             self.l_addr, self.l_lo, self.l_hi = spread(self.l_addr, self.l_lo, self.l_hi)
             self.unit = 1
@@ -206,10 +207,11 @@ class Lanes:
         (a byte of a counter): reported as it is, since the late round replays whole values only (hostile round 16)."""
         stored = byte_addresses(addrs, size)
         for starts, loaded in self.copy_loads:
-            hit = np.isin(byte_addresses(starts, loaded), stored) if loaded != size and self.found is None else None
-            if hit is not None and hit.any():
+            read = byte_addresses(starts, loaded)
+            hit = read[np.isin(read, stored)]
+            if loaded != size and hit.size and self.found is None:
                 self.found = (f"program {program} 里，一个标量（或比 program 的 {self.threads} 个线程小的块）的 load 读了 "
-                              f"{label(int(byte_addresses(starts, loaded)[np.argmax(hit)]))}（{loaded} 字节），之后同一个 "
+                              f"{label(int(hit[0]))}（{loaded} 字节），之后同一个 "
                               f"program 的一份又写了它（{size} 字节），中间没有 tl.debug_barrier()：每个 warp 都有一份，都执行"
                               "这次 load，其余各份可能在写之后才读")
 

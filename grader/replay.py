@@ -106,9 +106,10 @@ class Guard:
         self.hot = None         # the steered launch's shared addresses (set by interleave.launch)
         self.lanes = lanes.Lanes()  # in order only: elements of one program passing values without a barrier
         self.pipelines = lanes.Pipelines()  # in order only: turns of a pipelined loop passing values through memory
-        # the in-order run's stores that one copy of a small block makes ((launch, program) -> {"late": address ->
-        # value stored where the copies had loaded, "stores": [(addresses, values)]}); in the late round (late_matters)
-        # ``late`` holds them, the copies' loads read those values and the stores are made as in the in-order run
+        # the in-order run's stores and atomics that one copy of a small block makes ((launch, program) -> {"late":
+        # address -> value stored where the copies had loaded, "stores": [(addresses, values)], "atomics": [operands]});
+        # in the late round (late_matters) ``late`` holds them: the copies' loads read those values, and the stores and
+        # atomics are made as in the in-order run
         self.copies: dict = {}
         self.late: dict | None = None
         self.element_order = np.random.default_rng()  # the turns of one atomic's elements on one address
